@@ -1,0 +1,302 @@
+"""Request bodies of the HTTP API, with the limits every input must respect.
+
+Response models live in :mod:`office_scheduler.api.views`. Unknown body fields are
+rejected (422 naming the field) so that a typo never silently does nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from office_scheduler.domain.errors import InvalidInputError
+from office_scheduler.domain.models import ExecutorConfig, WorkspaceSettings
+from office_scheduler.domain.status import AgentRole, AgentStatus, TaskState
+
+#: Longest title of a task.
+MAX_TITLE = 500
+#: Longest free text (descriptions, instructions, comment bodies).
+MAX_TEXT = 100_000
+#: Most items of a list input.
+MAX_ITEMS = 100
+#: Longest wall-clock or inactivity limit of an executor session (7 days), seconds.
+MAX_SESSION_S = 7 * 86_400
+
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+Title = Annotated[str, Field(min_length=1, max_length=MAX_TITLE)]
+Text = Annotated[str, Field(max_length=MAX_TEXT)]
+Body = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
+EntityId = Annotated[str, Field(min_length=1, max_length=100)]
+IdList = Annotated[list[EntityId], Field(max_length=MAX_ITEMS)]
+ShortText = Annotated[str, Field(max_length=200)]
+PathText = Annotated[str, Field(max_length=4096)]
+Key = Annotated[str, Field(min_length=1, max_length=500)]
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=200)]
+Arg = Annotated[str, Field(max_length=10_000)]
+
+
+class Request(BaseModel):
+    """Base of request bodies: unknown fields are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    def changes(self, *, nullable: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """Return the fields the client sent (for PATCH), by name.
+
+        Args:
+            nullable: fields for which an explicit ``null`` is meaningful (e.g. unassign).
+
+        Raises:
+            InvalidInputError: an explicit ``null`` for any other field (``field`` names it).
+        """
+        sent: dict[str, Any] = {}
+        for name in sorted(self.model_fields_set):
+            value = getattr(self, name)
+            if value is None and name not in nullable:
+                raise InvalidInputError(f"{name} must not be null", field=name)
+            sent[name] = value
+        return sent
+
+
+class ExecutorIn(Request):
+    """How to launch an agent session (see :class:`ExecutorConfig`); ``env`` values are secret."""
+
+    kind: Literal["command", "acp"] = "command"
+    argv: Annotated[list[Arg], Field(max_length=MAX_ITEMS)] = Field(default_factory=list)
+    env: Annotated[dict[EnvName, Arg], Field(max_length=MAX_ITEMS)] = Field(default_factory=dict)
+    cwd: PathText | None = None
+    timeout_s: float = Field(3600.0, gt=0, le=MAX_SESSION_S)
+    inactivity_timeout_s: float = Field(600.0, gt=0, le=MAX_SESSION_S)
+    pass_env: Annotated[list[EnvName], Field(max_length=MAX_ITEMS)] | None = None
+
+    def to_config(self, name: str, *, keep_env: dict[str, str] | None = None) -> ExecutorConfig:
+        """The domain executor definition called ``name``.
+
+        Args:
+            name: the executor's name.
+            keep_env: the current environment, kept when the client sent no ``env``.
+        """
+        env = dict(self.env)
+        if "env" not in self.model_fields_set and keep_env is not None:
+            env = dict(keep_env)
+        config = ExecutorConfig(
+            name=name,
+            kind=self.kind,
+            argv=tuple(self.argv),
+            env=env,
+            cwd=self.cwd,
+            timeout_s=self.timeout_s,
+            inactivity_timeout_s=self.inactivity_timeout_s,
+        )
+        if self.pass_env is None:
+            return config
+        return ExecutorConfig(
+            name=name,
+            kind=config.kind,
+            argv=config.argv,
+            env=config.env,
+            cwd=config.cwd,
+            timeout_s=config.timeout_s,
+            inactivity_timeout_s=config.inactivity_timeout_s,
+            pass_env=tuple(self.pass_env),
+        )
+
+
+ExecutorMap = Annotated[dict[Name, ExecutorIn], Field(max_length=MAX_ITEMS)]
+
+
+class SettingsPatch(Request):
+    """Workspace settings to change; fields left out keep their current value.
+
+    An executor sent without ``env`` keeps the environment it has (responses show only
+    the keys, so a read-modify-write does not erase secrets).
+    """
+
+    coalesce_window_s: float | None = Field(None, ge=0, le=3600)
+    recovery_lookback_hours: int | None = Field(None, ge=1, le=720)
+    default_executor: Name | None = None
+    executors: ExecutorMap | None = None
+
+    def apply(self, current: WorkspaceSettings) -> WorkspaceSettings:
+        """Return ``current`` with the sent fields replaced.
+
+        Raises:
+            InvalidInputError: an explicit ``null`` for a field that needs a value.
+        """
+        sent = self.changes(nullable=frozenset({"default_executor"}))
+        window = current.coalesce_window
+        if "coalesce_window_s" in sent:
+            window = timedelta(seconds=sent["coalesce_window_s"])
+        executors = current.executors
+        if self.executors is not None:
+            executors = {
+                name: config.to_config(
+                    name, keep_env=_env_of(current.executors.get(name))
+                )
+                for name, config in self.executors.items()
+            }
+        return WorkspaceSettings(
+            coalesce_window=window,
+            recovery_lookback_hours=sent.get(
+                "recovery_lookback_hours", current.recovery_lookback_hours
+            ),
+            default_executor=sent.get("default_executor", current.default_executor),
+            executors=executors,
+        )
+
+
+def _env_of(config: ExecutorConfig | None) -> dict[str, str] | None:
+    return None if config is None else config.env
+
+
+class SettingsIn(Request):
+    """Workspace settings for a new workspace (defaults as documented in DESIGN §5)."""
+
+    coalesce_window_s: float = Field(5.0, ge=0, le=3600)
+    recovery_lookback_hours: int = Field(24, ge=1, le=720)
+    default_executor: Name | None = None
+    executors: ExecutorMap = Field(default_factory=dict)
+
+    def to_settings(self) -> WorkspaceSettings:
+        """The domain settings."""
+        return WorkspaceSettings(
+            coalesce_window=timedelta(seconds=self.coalesce_window_s),
+            recovery_lookback_hours=self.recovery_lookback_hours,
+            default_executor=self.default_executor,
+            executors={name: config.to_config(name) for name, config in self.executors.items()},
+        )
+
+
+class WorkspaceCreate(Request):
+    """``POST /api/v1/workspaces``."""
+
+    name: Name
+    description: Text = ""
+    settings: SettingsIn = Field(default_factory=SettingsIn)
+
+
+class WorkspacePatch(Request):
+    """``PATCH /api/v1/workspaces/{id}``."""
+
+    description: Text | None = None
+    settings: SettingsPatch | None = None
+
+
+class ProjectCreate(Request):
+    """``POST /api/v1/workspaces/{id}/projects``."""
+
+    name: Name
+    description: Text = ""
+    directory: PathText | None = None
+    executor: Name | None = None
+    repos: Annotated[list[PathText], Field(max_length=MAX_ITEMS)] = Field(default_factory=list)
+
+
+class ProjectPatch(Request):
+    """``PATCH /api/v1/projects/{id}``; ``null`` clears ``directory`` or ``executor``."""
+
+    description: Text | None = None
+    directory: PathText | None = None
+    executor: Name | None = None
+    repos: Annotated[list[PathText], Field(max_length=MAX_ITEMS)] | None = None
+
+    NULLABLE = frozenset({"directory", "executor"})
+
+
+class AgentCreate(Request):
+    """``POST /api/v1/workspaces/{id}/agents``; ``skip_idle_wakeups`` defaults by role."""
+
+    name: Name
+    role: AgentRole = AgentRole.WORKER
+    status: AgentStatus = AgentStatus.IDLE
+    instructions: Text = ""
+    max_concurrent_sessions: int = Field(1, ge=1, le=100)
+    cooldown_s: float = Field(10.0, ge=0, le=7 * 86_400)
+    skip_idle_wakeups: bool | None = None
+    executor: Name | None = None
+
+
+class AgentPatch(Request):
+    """``PATCH /api/v1/agents/{id}`` (pause: ``{"status": "paused"}``, resume: ``"idle"``).
+
+    ``null`` clears ``executor`` and resets ``skip_idle_wakeups`` to the role's default.
+    """
+
+    name: Name | None = None
+    role: AgentRole | None = None
+    status: AgentStatus | None = None
+    instructions: Text | None = None
+    max_concurrent_sessions: int | None = Field(None, ge=1, le=100)
+    cooldown_s: float | None = Field(None, ge=0, le=7 * 86_400)
+    skip_idle_wakeups: bool | None = None
+    executor: Name | None = None
+
+    NULLABLE = frozenset({"executor", "skip_idle_wakeups"})
+
+
+class WakeIn(Request):
+    """``POST /api/v1/agents/{id}/wake``."""
+
+    reason: Text | None = None
+    payload: dict[str, Any] | None = None
+    task_id: EntityId | None = None
+    idempotency_key: Key | None = None
+
+
+class TaskCreate(Request):
+    """``POST /api/v1/workspaces/{id}/tasks``.
+
+    ``workflow`` ``office`` (default) makes an Office task, which gets autonomous wakes;
+    ``kanban`` makes an ordinary task (unless it is project-linked).
+    """
+
+    title: Title
+    description: Text = ""
+    project_id: EntityId | None = None
+    parent_id: EntityId | None = None
+    assignee_agent_id: EntityId | None = None
+    state: TaskState = TaskState.TODO
+    requires_approval: bool = False
+    reviewers: IdList = Field(default_factory=list)
+    approvers: IdList = Field(default_factory=list)
+    executor: Name | None = None
+    blocked_by: IdList = Field(default_factory=list)
+    workflow: Literal["office", "kanban"] = "office"
+
+
+class TaskPatch(Request):
+    """``PATCH /api/v1/tasks/{id}``; ``null`` unassigns, clears the executor or the project."""
+
+    title: Title | None = None
+    description: Text | None = None
+    state: TaskState | None = None
+    assignee_agent_id: EntityId | None = None
+    requires_approval: bool | None = None
+    reviewers: IdList | None = None
+    approvers: IdList | None = None
+    executor: Name | None = None
+    project_id: EntityId | None = None
+
+    NULLABLE = frozenset({"assignee_agent_id", "executor", "project_id"})
+
+
+class BlockerIn(Request):
+    """``POST /api/v1/tasks/{id}/blockers``."""
+
+    blocker_task_id: EntityId
+
+
+class CommentIn(Request):
+    """``POST /api/v1/tasks/{id}/comments``."""
+
+    body: Body
+
+
+class QueueRunIn(Request):
+    """``POST /api/v1/runs``: queue a run for any task (ordinary kanban tasks included)."""
+
+    task_id: EntityId
+    agent_id: EntityId | None = None
+    idempotency_key: Key | None = None

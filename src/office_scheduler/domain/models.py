@@ -1,0 +1,392 @@
+"""Frozen, keyword-only domain records. Instants are aware UTC datetimes.
+
+Rows become these records only in ``store/rows.py``; change a record with
+:func:`dataclasses.replace`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from office_scheduler.domain.status import (
+    AgentRole,
+    AgentStatus,
+    AuthorKind,
+    Classification,
+    ErrorFamily,
+    InboxKind,
+    InboxStatus,
+    OutcomeStatus,
+    RunReason,
+    RunStatus,
+    TaskState,
+    TokenKind,
+    WakeSource,
+    WakeupStatus,
+    WorkflowKind,
+)
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutorConfig:
+    """How to launch an agent session.
+
+    Attributes:
+        name: the name tasks, agents, projects and workspaces refer to.
+        kind: ``command`` (a CLI subprocess) or ``acp``.
+        argv: the command and its arguments; ``{prompt_file}``, ``{run_id}``, ``{task_id}``,
+            ``{agent_id}`` and ``{workspace_id}`` are substituted.
+        env: extra environment variables for the agent process (values may be secrets).
+        cwd: working directory; relative paths are taken from the project's directory.
+        timeout_s: wall-clock limit of one session, seconds.
+        inactivity_timeout_s: limit on silence (no output) of one session, seconds.
+        pass_env: names of variables copied from the scheduler's own environment.
+    """
+
+    name: str
+    kind: str = "command"
+    argv: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    timeout_s: float = 3600.0
+    inactivity_timeout_s: float = 600.0
+    pass_env: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "USER")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkspaceSettings:
+    """Per-workspace scheduling settings.
+
+    Attributes:
+        coalesce_window: hold before a run made by intake can be claimed (0 disables).
+        recovery_lookback_hours: how far back the recovery sweep looks (1..720).
+        default_executor: executor name used when task, agent and project name none.
+        executors: executor definitions by name.
+    """
+
+    coalesce_window: timedelta = timedelta(seconds=5)
+    recovery_lookback_hours: int = 24
+    default_executor: str | None = None
+    executors: dict[str, ExecutorConfig] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Workspace:
+    """A tenant with its agents, projects, tasks and settings."""
+
+    id: str
+    name: str
+    description: str
+    office_workflow_id: str
+    routine_workflow_id: str
+    kanban_workflow_id: str
+    settings: WorkspaceSettings
+    created_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Workflow:
+    """A board: ``kanban`` (ordinary), ``office`` (autonomous) or ``routine`` (hidden)."""
+
+    id: str
+    workspace_id: str
+    kind: WorkflowKind
+    name: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Project:
+    """A body of work with its own directory, repositories and executor preference."""
+
+    id: str
+    workspace_id: str
+    name: str
+    description: str
+    directory: str | None
+    executor: str | None
+    repos: tuple[str, ...]
+    created_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Agent:
+    """A named AI worker of a workspace.
+
+    Attributes:
+        cooldown: minimum pause between the end of one run and the next claim.
+        last_wakeup_finished_at: when the agent's last run ended (UTC), for the cooldown.
+    """
+
+    id: str
+    workspace_id: str
+    name: str
+    role: AgentRole
+    status: AgentStatus
+    instructions: str
+    max_concurrent_sessions: int
+    cooldown: timedelta
+    skip_idle_wakeups: bool
+    executor: str | None
+    last_wakeup_finished_at: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Task:
+    """A unit of work on a workflow; Office tasks get autonomous wakes.
+
+    ``is_office`` is the authoritative Office predicate (project-linked, or on the
+    workspace's office workflow), computed by the store.
+    """
+
+    id: str
+    workspace_id: str
+    workflow_id: str
+    project_id: str | None
+    parent_id: str | None
+    title: str
+    description: str
+    state: TaskState
+    assignee_agent_id: str | None
+    checkout_agent_id: str | None
+    checkout_run_id: int | None
+    checkout_at: datetime | None
+    requires_approval: bool
+    reviewers: tuple[str, ...]
+    approvers: tuple[str, ...]
+    executor: str | None
+    archived_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    is_office: bool
+    blocked_by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Comment:
+    """A comment on a task by a person or an agent."""
+
+    id: str
+    task_id: str
+    workspace_id: str
+    author_kind: AuthorKind
+    author_agent_id: str | None
+    body: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WakeRequest:
+    """Input to intake: wake ``agent_id`` because of ``source``.
+
+    Attributes:
+        task_id: the task the wake is about; ``None`` for taskless wakes.
+        classification: ``periodic`` only for cron fires of lightweight routines.
+        idempotency_key: duplicates of a key are silently rejected at any age.
+        hold: whether the coalescing hold applies (user wakes and manual fires have none).
+    """
+
+    workspace_id: str
+    agent_id: str
+    source: WakeSource
+    payload: JSON = field(default_factory=dict)
+    task_id: str | None = None
+    classification: Classification = Classification.EVENT
+    idempotency_key: str | None = None
+    hold: bool = True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ContextEntry:
+    """One wake merged into a run's context (a run's ``context_snapshot`` is a list of these)."""
+
+    request_id: int
+    source: WakeSource
+    payload: JSON
+    requested_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WakeupRequest:
+    """The persisted dispatch record of one wake."""
+
+    id: int
+    workspace_id: str
+    agent_id: str
+    task_id: str | None
+    source: WakeSource
+    classification: Classification
+    payload: JSON
+    idempotency_key: str | None
+    status: WakeupStatus
+    status_reason: str | None
+    run_id: int | None
+    requested_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Run:
+    """The execution record: what the scheduler claims and an executor runs once.
+
+    Attributes:
+        context: every wake merged into this run, oldest first.
+        context_version: grows with each merge, so a prompt built from an older
+            version is rebuilt before launch.
+        coalesced_count: how many wake requests this run carries (1 when none merged).
+        not_before: earliest claim instant (coalescing hold, scheduled retry).
+    """
+
+    id: int
+    workspace_id: str
+    agent_id: str
+    task_id: str | None
+    source: WakeSource
+    classification: Classification
+    status: RunStatus
+    reason: RunReason | None
+    error: str | None
+    idempotency_key: str | None
+    context: tuple[ContextEntry, ...]
+    context_version: int
+    coalesced_count: int
+    requested_at: datetime
+    not_before: datetime
+    claimed_at: datetime | None
+    claimed_by: str | None
+    lease_expires_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    retry_count: int
+    executor: str | None
+    prompt: str | None
+    result: JSON | None
+    usage: JSON | None
+    pid: int | None
+    exit_code: int | None
+    session_id: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunEvent:
+    """One line of a run's event log (claimed, step decisions, launch, output, finish)."""
+
+    id: int
+    run_id: int
+    at: datetime
+    kind: str
+    message: str
+    data: JSON
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentSession:
+    """One agent session launched for a run; task-bound sessions may be resumed."""
+
+    id: str
+    run_id: int
+    agent_id: str
+    task_id: str | None
+    executor: str
+    external_session_id: str | None
+    cwd: str | None
+    resumed_from: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InboxItem:
+    """Something a person must look at (agent errors, configuration problems, approvals)."""
+
+    id: int
+    workspace_id: str
+    kind: InboxKind
+    status: InboxStatus
+    title: str
+    body: str
+    data: JSON
+    created_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ActivityEntry:
+    """An entry of the workspace's activity log."""
+
+    id: int
+    workspace_id: str
+    at: datetime
+    kind: str
+    agent_id: str | None
+    task_id: str | None
+    run_id: int | None
+    message: str
+    data: JSON
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApiToken:
+    """A bearer token's stored record (only the hash of the secret is kept)."""
+
+    id: str
+    kind: TokenKind
+    name: str
+    workspace_id: str | None
+    agent_id: str | None
+    run_id: int | None
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Launch:
+    """Everything an executor needs to run one session.
+
+    Attributes:
+        env: the complete environment of the agent process (nothing else is inherited).
+        cwd: absolute working directory.
+        resume_session_id: external id of the session to resume, when there is one.
+    """
+
+    run_id: int
+    agent_id: str
+    task_id: str | None
+    workspace_id: str
+    prompt: str
+    config: ExecutorConfig
+    env: dict[str, str]
+    cwd: str
+    resume_session_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Usage:
+    """Tokens and cost reported by an agent session (cost in 1/100 of a cent, USD)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_subcents: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Outcome:
+    """What one executor session produced.
+
+    Attributes:
+        error_family: set when ``status`` is ``failed``.
+        retry_not_before: earliest retry instant when the agent said so (rate limits).
+        result: the last JSON object the agent printed, if any.
+    """
+
+    status: OutcomeStatus
+    reason: RunReason = RunReason.COMPLETED
+    error_family: ErrorFamily | None = None
+    message: str = ""
+    retry_not_before: datetime | None = None
+    result: JSON | None = None
+    external_session_id: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    exit_code: int | None = None

@@ -1,0 +1,385 @@
+"""The ``command`` executor: one agent CLI subprocess per session.
+
+The child leads its own process group (``start_new_session``) so every signal goes to the
+whole group and no grandchild outlives the session. stdin, stdout and stderr are serviced
+by concurrent tasks, so an agent that ignores stdin or floods one stream never blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from office_scheduler.domain.models import JSON, Launch, Outcome
+from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunReason
+from office_scheduler.executors.base import ExecutionSink
+from office_scheduler.executors.parsers import ResultAccumulator
+
+#: Longest line handed to the sink, in bytes; longer lines are cut with a marker.
+LINE_LIMIT = 64 * 1024
+#: Longest stdout line still parsed as the JSON result, in bytes.
+RESULT_LINE_LIMIT = 4 * 1024 * 1024
+#: Bytes of stderr kept for error messages.
+STDERR_TAIL = 4096
+
+_READ_SIZE = 65536
+# On Python 3.11 ``Process.wait()`` also waits for the pipes to close, which a leftover
+# grandchild can hold open; the exit status is polled this often to notice the exit anyway.
+_EXIT_POLL_S = 0.2
+
+
+class CommandExecutor:
+    """Runs ``launch.config.argv`` as a subprocess and reports its outcome.
+
+    Args:
+        kill_grace_s: time between SIGTERM and SIGKILL of the process group, and the
+            longest wait for output still buffered after the child has exited.
+    """
+
+    def __init__(self, *, kill_grace_s: float = 2.0) -> None:
+        self._kill_grace_s = kill_grace_s
+
+    async def run(self, launch: Launch, sink: ExecutionSink) -> Outcome:
+        """Launch the session described by ``launch`` and wait for it to end.
+
+        Args:
+            launch: the command, environment, working directory and prompt.
+            sink: receives the pid before the prompt is sent, then every output line.
+
+        Returns:
+            The session's outcome; agent and configuration failures come back as
+            ``failed`` outcomes, never as exceptions.
+
+        Raises:
+            asyncio.CancelledError: when the awaiting task is cancelled, after the
+                process group has been terminated.
+        """
+        if not launch.config.argv:
+            return _config_failure(f"executor {launch.config.name!r} has no command (empty argv)")
+        tmpdir = tempfile.mkdtemp(prefix="office-run-")
+        try:
+            argv = _substitute(launch, tmpdir)
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    env=launch.env,
+                    cwd=launch.cwd,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                return _config_failure(f"cannot start command {argv[0]!r}: {exc}")
+            session = _Session(proc, sink, launch, self._kill_grace_s)
+            return await session.run(launch.prompt.encode("utf-8", "replace"))
+        finally:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _substitute(launch: Launch, tmpdir: str) -> list[str]:
+    """Return argv with placeholders replaced; writes the prompt file when one is named."""
+    argv = list(launch.config.argv)
+    prompt_file = str(Path(tmpdir) / "prompt.txt")
+    if any("{prompt_file}" in arg for arg in argv):
+        Path(prompt_file).write_bytes(launch.prompt.encode("utf-8", "replace"))
+    values = {
+        "{run_id}": str(launch.run_id),
+        "{task_id}": launch.task_id or "",
+        "{agent_id}": launch.agent_id,
+        "{workspace_id}": launch.workspace_id,
+        "{prompt_file}": prompt_file,
+    }
+    # Plain replacement rather than str.format: arguments may hold literal braces (JSON).
+    for i, arg in enumerate(argv):
+        for key, value in values.items():
+            arg = arg.replace(key, value)
+        argv[i] = arg
+    return argv
+
+
+def _config_failure(message: str) -> Outcome:
+    return Outcome(
+        status=OutcomeStatus.FAILED,
+        reason=RunReason.AGENT_FAILED,
+        error_family=ErrorFamily.CONFIG,
+        message=message,
+    )
+
+
+class _LineSplitter:
+    """Cuts a byte stream into lines while holding at most ``limit`` bytes of one line."""
+
+    def __init__(self, *, line_limit: int, json_limit: int) -> None:
+        self._line_limit = line_limit
+        self._json_limit = json_limit
+        self._limit = line_limit
+        self._buf = bytearray()
+        self._dropped = 0
+        self._fresh = True
+
+    def feed(self, chunk: bytes) -> list[tuple[bytearray, int]]:
+        """Add a chunk; return the lines it completes as (kept bytes, dropped byte count)."""
+        lines: list[tuple[bytearray, int]] = []
+        start = 0
+        while start < len(chunk):
+            newline = chunk.find(b"\n", start)
+            end = len(chunk) if newline < 0 else newline
+            self._append(chunk, start, end)
+            if newline < 0:
+                break
+            lines.append(self._take())
+            start = newline + 1
+        return lines
+
+    def finish(self) -> tuple[bytearray, int] | None:
+        """Return the unterminated last line at end of stream, if any."""
+        return None if self._fresh else self._take()
+
+    def _append(self, chunk: bytes, start: int, end: int) -> None:
+        if start == end:
+            return
+        if self._fresh:
+            # Only a line that may be the JSON result is worth keeping beyond the sink cap.
+            self._limit = self._json_limit if chunk[start] == ord("{") else self._line_limit
+            self._fresh = False
+        keep = max(0, min(end - start, self._limit - len(self._buf)))
+        self._buf += memoryview(chunk)[start : start + keep]
+        self._dropped += end - start - keep
+
+    def _take(self) -> tuple[bytearray, int]:
+        # Hand the buffer over instead of copying it: a result line can be megabytes.
+        line, dropped = self._buf, self._dropped
+        self._buf = bytearray()
+        self._dropped = 0
+        self._fresh = True
+        if line.endswith(b"\r") and not dropped:
+            del line[-1:]
+        return line, dropped
+
+
+class _Session:
+    """State of one running subprocess: pumps, deadlines, collected result."""
+
+    def __init__(
+        self,
+        proc: asyncio.subprocess.Process,
+        sink: ExecutionSink,
+        launch: Launch,
+        kill_grace_s: float,
+    ) -> None:
+        self._proc = proc
+        self._sink = sink
+        self._config = launch.config
+        self._grace = kill_grace_s
+        self._loop = asyncio.get_running_loop()
+        self._last_activity = self._loop.time()
+        self._stderr_tail = b""
+        self._result: JSON | None = None
+        self._results = ResultAccumulator()
+        self._pumps: list[asyncio.Task[None]] = []
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    async def run(self, prompt: bytes) -> Outcome:
+        """Drive the session to its end and build the outcome."""
+        started = self._loop.time()
+        reason: RunReason | None = None
+        try:
+            await self._sink.started(self._proc.pid)
+            stdout, stderr = self._proc.stdout, self._proc.stderr
+            if stdout is None or stderr is None:  # pragma: no cover - both are PIPE
+                raise RuntimeError("subprocess started without output pipes")
+            self._pumps = [
+                asyncio.create_task(self._pump("stdout", stdout, RESULT_LINE_LIMIT)),
+                asyncio.create_task(self._pump("stderr", stderr, LINE_LIMIT)),
+            ]
+            self._tasks = [
+                asyncio.create_task(self._proc.wait()),
+                asyncio.create_task(self._feed(prompt)),
+                *self._pumps,
+            ]
+            reason = await self._supervise(started)
+            if reason is not None:
+                await self._terminate()
+            self._signal_group(signal.SIGKILL)
+            await self._drain()
+        except asyncio.CancelledError:
+            await self._terminate()
+            raise
+        finally:
+            self._signal_group(signal.SIGKILL)
+            await self._cleanup()
+        return self._outcome(reason)
+
+    async def _supervise(self, started: float) -> RunReason | None:
+        """Wait for the child to exit; return the timeout that ended it, if one did."""
+        wall_deadline = started + self._config.timeout_s
+        while self._proc.returncode is None:
+            now = self._loop.time()
+            idle_deadline = self._last_activity + self._config.inactivity_timeout_s
+            if now >= wall_deadline:
+                return RunReason.TIMEOUT
+            if now >= idle_deadline:
+                return RunReason.INACTIVITY_TIMEOUT
+            await self._wait_tasks(min(wall_deadline, idle_deadline, now + _EXIT_POLL_S) - now)
+        return None
+
+    async def _wait_tasks(self, seconds: float) -> None:
+        """Wait until a pending task ends or ``seconds`` pass; re-raise a task's failure."""
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        else:
+            await asyncio.sleep(seconds)
+        for task in self._tasks:
+            error = task.exception() if task.done() and not task.cancelled() else None
+            if error is not None:
+                raise error
+
+    async def _wait_exit(self, seconds: float) -> None:
+        deadline = self._loop.time() + seconds
+        while self._proc.returncode is None and self._loop.time() < deadline:
+            await self._wait_tasks(min(_EXIT_POLL_S, deadline - self._loop.time()))
+
+    async def _terminate(self) -> None:
+        """SIGTERM the group, give it the grace period, then SIGKILL it."""
+        self._signal_group(signal.SIGTERM)
+        await self._wait_exit(self._grace)
+        self._signal_group(signal.SIGKILL)
+        await self._wait_exit(self._grace)
+
+    async def _drain(self) -> None:
+        """Let the pumps consume what is still buffered once every writer is gone."""
+        await asyncio.wait(self._pumps, timeout=self._grace)
+        await self._wait_tasks(0)
+
+    async def _cleanup(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        if not self._pumps:
+            # Ended before the pumps started (the sink failed or the run was cancelled
+            # while recording the pid): the pipes must still reach EOF to be released.
+            await self._discard_output()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _discard_output(self) -> None:
+        async def to_eof(stream: asyncio.StreamReader | None) -> None:
+            while stream is not None and await stream.read(_READ_SIZE):
+                pass
+
+        reads = asyncio.gather(to_eof(self._proc.stdout), to_eof(self._proc.stderr))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(reads, self._grace)
+
+    def _signal_group(self, signum: signal.Signals) -> None:
+        # The child's pid is its group id (start_new_session); the group outlives a
+        # reaped leader while any member lives, so this also reaches orphans.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, signum)
+
+    async def _feed(self, prompt: bytes) -> None:
+        stdin = self._proc.stdin
+        if stdin is None:  # pragma: no cover - stdin is PIPE
+            return
+        try:
+            stdin.write(prompt)
+            await stdin.drain()
+            stdin.close()
+            await stdin.wait_closed()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the agent does not read stdin; that is its choice
+
+    async def _pump(self, name: str, stream: asyncio.StreamReader, keep: int) -> None:
+        splitter = _LineSplitter(line_limit=LINE_LIMIT, json_limit=keep)
+        while chunk := await stream.read(_READ_SIZE):
+            self._last_activity = self._loop.time()
+            if name == "stderr":
+                self._stderr_tail = (self._stderr_tail + chunk)[-STDERR_TAIL:]
+            for line, dropped in splitter.feed(chunk):
+                await self._emit(name, line, dropped)
+        last = splitter.finish()
+        if last is not None:
+            await self._emit(name, *last)
+
+    async def _emit(self, name: str, line: bytearray, dropped: int) -> None:
+        shown = line[:LINE_LIMIT]
+        text = shown.decode("utf-8", "replace")
+        cut = dropped + len(line) - len(shown)
+        if cut:
+            text += f" …[truncated {cut} bytes]"
+        await self._sink.output(name, text)
+        if name == "stdout" and not dropped and line.startswith(b"{"):
+            self._take_json(line)
+
+    def _take_json(self, line: bytearray) -> None:
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            return
+        if isinstance(obj, dict):
+            self._result = obj
+            self._results.add(obj)
+
+    def _outcome(self, reason: RunReason | None) -> Outcome:
+        code = self._proc.returncode
+        parsed = self._results.last if self._result is not None else None
+        failed = Outcome(
+            status=OutcomeStatus.FAILED,
+            reason=RunReason.AGENT_FAILED,
+            error_family=ErrorFamily.CRASH,
+            result=self._result,
+            external_session_id=self._results.session_id,
+            usage=self._results.usage,
+            exit_code=code,
+        )
+        if reason is not None:
+            limit = (
+                f"ran longer than {self._config.timeout_s:g} s"
+                if reason is RunReason.TIMEOUT
+                else f"printed nothing for {self._config.inactivity_timeout_s:g} s"
+            )
+            return replace(
+                failed,
+                reason=reason,
+                error_family=ErrorFamily.TIMEOUT,
+                message=f"agent {limit}; process group killed",
+            )
+        if parsed is not None and parsed.is_error:
+            # A clean exit does not make a reported error a success.
+            return replace(
+                failed,
+                error_family=parsed.error_family or ErrorFamily.CRASH,
+                message=parsed.message or self._stderr_text() or _describe_exit(code),
+            )
+        if code != 0:
+            return replace(failed, message=self._stderr_text() or _describe_exit(code))
+        summary = (parsed.message if parsed else "") or self._results.summary
+        return replace(
+            failed,
+            status=OutcomeStatus.SUCCEEDED,
+            reason=RunReason.COMPLETED,
+            error_family=None,
+            message=summary,
+        )
+
+    def _stderr_text(self) -> str:
+        return self._stderr_tail.decode("utf-8", "replace").strip()
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

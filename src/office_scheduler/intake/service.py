@@ -1,0 +1,75 @@
+"""``enqueue_wakeup``: the single entry point of every wake (DESIGN §5)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+import structlog
+
+from office_scheduler.clock import Clock
+from office_scheduler.domain.events import Event, WakeupReceived
+from office_scheduler.domain.models import WakeRequest
+from office_scheduler.domain.status import IntakeOutcome
+from office_scheduler.intake.rules import decide_merge
+from office_scheduler.store.facade import Store
+from office_scheduler.store.queue import IntakeResult
+
+log = structlog.get_logger(__name__)
+
+Publish = Callable[[Event], Awaitable[None]]
+
+
+class Intake:
+    """Persists wakes, merges them into in-flight runs, and pokes the runs loop.
+
+    Args:
+        store: the database.
+        clock: time source for ``requested_at`` and the coalescing hold.
+        poke: called after every wake that created or joined a run, so the runs loop
+            looks at the queue now instead of at its next safety tick.
+        publish: receives a :class:`WakeupReceived` event per request.
+    """
+
+    def __init__(
+        self, store: Store, clock: Clock, *, poke: Callable[[], None], publish: Publish
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._poke = poke
+        self._publish = publish
+
+    async def enqueue(self, request: WakeRequest) -> IntakeResult:
+        """Persist ``request`` and create or join a run (one transaction).
+
+        A duplicate idempotency key is silently rejected: the original request comes back
+        with outcome ``deduplicated`` and nothing changes.
+
+        Raises:
+            NotFoundError: the agent or workspace does not exist.
+        """
+        workspace = await asyncio.to_thread(self._store.office.get_workspace, request.workspace_id)
+        hold = workspace.settings.coalesce_window if request.hold else timedelta(0)
+        result = await asyncio.to_thread(
+            self._store.queue.enqueue,
+            request,
+            now=self._clock.now(),
+            hold=hold,
+            decide=decide_merge,
+        )
+        log.info(
+            "wakeup_" + result.outcome.value,
+            wakeup_id=result.request.id,
+            agent_id=request.agent_id,
+            source=request.source.value,
+            task_id=request.task_id,
+            run_id=result.run.id if result.run else None,
+            idempotency_key=request.idempotency_key,
+        )
+        if result.outcome is not IntakeOutcome.DEDUPLICATED:
+            self._poke()
+        await self._publish(
+            WakeupReceived(request=result.request, run=result.run, outcome=result.outcome)
+        )
+        return result

@@ -1,0 +1,126 @@
+"""The state one run carries through the pipeline, and how steps are composed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from office_scheduler.auth import TokenService
+from office_scheduler.clock import Clock
+from office_scheduler.config import Settings
+from office_scheduler.domain.events import Event, RunEnded
+from office_scheduler.domain.models import (
+    Agent,
+    AgentSession,
+    ExecutorConfig,
+    Project,
+    Run,
+    Task,
+    Workspace,
+)
+from office_scheduler.domain.status import RunReason, RunStatus
+from office_scheduler.executors.base import Executor
+from office_scheduler.store.facade import Store
+
+log = structlog.get_logger(__name__)
+
+Publish = Callable[[Event], Awaitable[None]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PipelineDeps:
+    """What every step may use."""
+
+    store: Store
+    clock: Clock
+    settings: Settings
+    publish: Publish
+    executors: Mapping[str, Executor]
+    tokens: TokenService
+
+
+@dataclass(kw_only=True, slots=True)
+class RunContext:
+    """One claimed run on its way through the steps; steps fill in what they learn."""
+
+    run: Run
+    deps: PipelineDeps
+    agent: Agent | None = None
+    workspace: Workspace | None = None
+    task: Task | None = None
+    project: Project | None = None
+    prompt: str | None = None
+    prompt_version: int = 0
+    executor_config: ExecutorConfig | None = None
+    session: AgentSession | None = None
+    ended: Run | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    async def event(self, kind: str, message: str = "", **data: Any) -> None:
+        """Append a line to the run's event log."""
+        await asyncio.to_thread(
+            self.deps.store.runlog.add_run_event,
+            self.run.id,
+            kind=kind,
+            message=message,
+            data=data,
+            now=self.deps.clock.now(),
+        )
+
+    async def end(
+        self,
+        status: RunStatus,
+        reason: RunReason,
+        *,
+        error: str | None = None,
+        result: Mapping[str, Any] | None = None,
+        usage: Mapping[str, Any] | None = None,
+        exit_code: int | None = None,
+    ) -> None:
+        """End the run (terminal status + reason), log the decision and publish it."""
+        now = self.deps.clock.now()
+        ended = await asyncio.to_thread(
+            self.deps.store.queue.finish_run,
+            self.run.id,
+            status=status,
+            reason=reason,
+            now=now,
+            error=error,
+            result=result,
+            usage=usage,
+            exit_code=exit_code,
+        )
+        await asyncio.to_thread(self.deps.tokens.revoke_run, self.run.id, now=now)
+        if ended is None:
+            return
+        self.ended = ended
+        await self.event(f"run_{status.value}", error or reason.value, reason=reason.value)
+        log.info(
+            "run_ended",
+            run_id=self.run.id,
+            agent_id=self.run.agent_id,
+            status=status.value,
+            reason=reason.value,
+            error=error,
+        )
+        await self.deps.publish(RunEnded(run=ended))
+
+
+Step = Callable[[RunContext, Callable[[], Awaitable[None]]], Awaitable[None]]
+
+
+def compose(steps: Sequence[Step]) -> Callable[[RunContext], Awaitable[None]]:
+    """Chain ``steps`` first to last; a step ends the chain by not calling ``call_next``."""
+
+    async def run(ctx: RunContext) -> None:
+        async def call(index: int) -> None:
+            if index < len(steps) and ctx.ended is None:
+                await steps[index](ctx, lambda: call(index + 1))
+
+        await call(0)
+
+    return run

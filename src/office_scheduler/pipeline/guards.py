@@ -1,0 +1,147 @@
+"""Steps that decide whether a claimed run should launch at all (DESIGN §6 steps 2-6)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from office_scheduler.domain.status import (
+    AgentStatus,
+    Classification,
+    RunReason,
+    RunStatus,
+    TaskState,
+    WakeSource,
+)
+from office_scheduler.pipeline.context import RunContext
+
+log = structlog.get_logger(__name__)
+
+Next = Callable[[], Awaitable[None]]
+
+
+async def load(ctx: RunContext, call_next: Next) -> None:
+    """Read the run's agent, workspace, task and project once for the later steps."""
+    office = ctx.deps.store.office
+    ctx.agent = await asyncio.to_thread(office.get_agent, ctx.run.agent_id)
+    ctx.workspace = await asyncio.to_thread(office.get_workspace, ctx.run.workspace_id)
+    if ctx.run.task_id is not None:
+        ctx.task = await asyncio.to_thread(office.find_task, ctx.run.task_id)
+        if ctx.task is not None and ctx.task.project_id is not None:
+            ctx.project = await asyncio.to_thread(office.get_project, ctx.task.project_id)
+    await ctx.event("claimed", f"claimed by {ctx.run.claimed_by}", source=ctx.run.source.value)
+    await call_next()
+
+
+async def agent_guard(ctx: RunContext, call_next: Next) -> None:
+    """A paused or stopped agent's run finishes without action."""
+    assert ctx.agent is not None
+    if ctx.agent.status in (AgentStatus.PAUSED, AgentStatus.STOPPED):
+        await ctx.end(RunStatus.FINISHED, RunReason.AGENT_PAUSED)
+        return
+    await call_next()
+
+
+def _review_wake(ctx: RunContext) -> bool:
+    return any(entry.payload.get("role") == "reviewer" for entry in ctx.run.context)
+
+
+async def staleness(ctx: RunContext, call_next: Next) -> None:
+    """Cancel a task-bound run whose task vanished, ended, or moved to someone else.
+
+    Reasons (specification "Staleness check"): ``task_not_found``, ``task_terminal``
+    (done, cancelled or archived), ``assignee_changed``, ``review_participant_changed``.
+    The run's checkout, if any, is released by :meth:`RunContext.end`.
+    """
+    if ctx.run.task_id is None:
+        await call_next()
+        return
+    task = ctx.task
+    reason: RunReason | None = None
+    if task is None:
+        reason = RunReason.TASK_NOT_FOUND
+    elif task.state.is_terminal or task.archived_at is not None:
+        reason = RunReason.TASK_TERMINAL
+    elif _review_wake(ctx):
+        if ctx.run.agent_id not in task.reviewers or task.state is not TaskState.IN_REVIEW:
+            reason = RunReason.REVIEW_PARTICIPANT_CHANGED
+    elif ctx.run.source is not WakeSource.QUEUE_RUN and task.assignee_agent_id != ctx.run.agent_id:
+        reason = RunReason.ASSIGNEE_CHANGED
+    if reason is not None:
+        await ctx.end(RunStatus.CANCELLED, reason)
+        return
+    await call_next()
+
+
+async def idle_skip(ctx: RunContext, call_next: Next) -> None:
+    """Skip a periodic wake of an agent that has nothing actionable (no session launched).
+
+    All must hold (specification "Idle wakeup skip"): periodic classification,
+    ``skip_idle_wakeups`` on the agent, zero tasks in TODO/IN_PROGRESS assigned to it.
+    """
+    agent = ctx.agent
+    assert agent is not None
+    if ctx.run.classification is Classification.PERIODIC and agent.skip_idle_wakeups:
+        count = await asyncio.to_thread(ctx.deps.store.office.count_actionable_tasks, agent.id)
+        if count == 0:
+            log.info(
+                "wakeup_idle_skipped",
+                wakeup_ids=[entry.request_id for entry in ctx.run.context],
+                agent_instance_id=agent.id,
+                agent_name=agent.name,
+                run_id=ctx.run.id,
+                reason=RunReason.NO_ACTIONABLE_TASKS.value,
+            )
+            await asyncio.to_thread(
+                ctx.deps.store.runlog.add_activity,
+                workspace_id=ctx.run.workspace_id,
+                kind="wakeup_idle_skipped",
+                message=f"{agent.name} has no actionable tasks; periodic wake skipped",
+                now=ctx.deps.clock.now(),
+                agent_id=agent.id,
+                run_id=ctx.run.id,
+                data={"wakeup_ids": [entry.request_id for entry in ctx.run.context]},
+            )
+            await ctx.end(RunStatus.FINISHED, RunReason.NO_ACTIONABLE_TASKS)
+            return
+    await call_next()
+
+
+async def blocker_hold(ctx: RunContext, call_next: Next) -> None:
+    """Hold a pure ``task_assigned`` run while its task has open blockers.
+
+    The run finishes with reason ``blocked``; the ``task_blockers_resolved`` wake sent when
+    the last blocker ends starts the work. A run that also carries other wakes (a comment)
+    goes ahead so that nothing merged into it is swallowed.
+    """
+    if ctx.task is not None and all(
+        entry.source is WakeSource.TASK_ASSIGNED for entry in ctx.run.context
+    ):
+        open_ids = await asyncio.to_thread(ctx.deps.store.office.open_blocker_ids, ctx.task.id)
+        if open_ids:
+            await ctx.event("blocked", "task has open blockers", blocker_ids=open_ids)
+            await ctx.end(RunStatus.FINISHED, RunReason.BLOCKED)
+            return
+    await call_next()
+
+
+async def checkout(ctx: RunContext, call_next: Next) -> None:
+    """Take the task's exclusive checkout for this run; a conflict finishes without retry."""
+    if ctx.task is None:
+        await call_next()
+        return
+    taken = await asyncio.to_thread(
+        ctx.deps.store.queue.checkout_task,
+        ctx.task.id,
+        agent_id=ctx.run.agent_id,
+        run_id=ctx.run.id,
+        now=ctx.deps.clock.now(),
+    )
+    if not taken:
+        await ctx.end(RunStatus.FINISHED, RunReason.CHECKOUT_CONFLICT)
+        return
+    await call_next()
+
+

@@ -1,0 +1,268 @@
+"""Steps that build the prompt, pick the executor, open the session and launch it
+(DESIGN §6 steps 8-12)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from office_scheduler.domain.events import RunStarted
+from office_scheduler.domain.models import ExecutorConfig, Launch, Outcome
+from office_scheduler.domain.status import InboxKind, OutcomeStatus, RunReason, RunStatus
+from office_scheduler.pipeline.context import RunContext
+from office_scheduler.pipeline.output import OutputRecorder
+from office_scheduler.prompts import PromptInput, build_prompt
+
+log = structlog.get_logger(__name__)
+
+Next = Callable[[], Awaitable[None]]
+
+
+async def build_context(ctx: RunContext, call_next: Next) -> None:
+    """Assemble the wake prompt from the run's merged context and its task."""
+    await _build_prompt(ctx)
+    await call_next()
+
+
+async def _build_prompt(ctx: RunContext) -> None:
+    assert ctx.agent is not None and ctx.workspace is not None
+    office = ctx.deps.store.office
+    run = await asyncio.to_thread(ctx.deps.store.queue.get_run, ctx.run.id)
+    comments: list[Any] = []
+    children: list[Any] = []
+    blockers: list[Any] = []
+    if ctx.task is not None:
+        comments = await asyncio.to_thread(office.list_comments, ctx.task.id)
+        children = await asyncio.to_thread(office.list_children, ctx.task.id)
+        blockers = [
+            await asyncio.to_thread(office.get_task, blocker_id)
+            for blocker_id in ctx.task.blocked_by
+        ]
+    ctx.run = run
+    ctx.prompt = build_prompt(
+        PromptInput(
+            workspace=ctx.workspace,
+            agent=ctx.agent,
+            context=run.context,
+            task=ctx.task,
+            project=ctx.project,
+            comments=comments,
+            children=children,
+            blockers=blockers,
+            run_id=run.id,
+        )
+    )
+    ctx.prompt_version = run.context_version
+
+
+def _pick_executor(ctx: RunContext) -> tuple[str | None, str]:
+    assert ctx.agent is not None and ctx.workspace is not None
+    choices = [
+        (ctx.task.executor if ctx.task else None, "task"),
+        (ctx.agent.executor, "agent"),
+        (ctx.project.executor if ctx.project else None, "project"),
+        (ctx.workspace.settings.default_executor, "workspace default"),
+    ]
+    for name, origin in choices:
+        if name:
+            return name, origin
+    return None, ""
+
+
+async def resolve_executor(ctx: RunContext, call_next: Next) -> None:
+    """Pick the executor: task override → agent preference → project → workspace default.
+
+    No executor, or a name with no definition or no implementation, is a configuration
+    error: the run fails with a clear message and an inbox item, and is not retried.
+    """
+    assert ctx.workspace is not None and ctx.agent is not None
+    name, origin = _pick_executor(ctx)
+    problem: str | None = None
+    if name is None:
+        problem = (
+            f"no executor configured for agent {ctx.agent.name}: set one on the task, the "
+            "agent, the project or the workspace default"
+        )
+    elif name not in ctx.workspace.settings.executors:
+        problem = f"executor {name!r} (from the {origin}) is not defined in workspace settings"
+    else:
+        config = ctx.workspace.settings.executors[name]
+        if config.kind not in ctx.deps.executors:
+            problem = f"executor {name!r} has kind {config.kind!r}, which is not available"
+        else:
+            ctx.executor_config = config
+            await ctx.event("executor_resolved", f"{name} (from the {origin})", executor=name)
+    if problem is not None:
+        await asyncio.to_thread(
+            ctx.deps.store.runlog.add_inbox_item,
+            workspace_id=ctx.run.workspace_id,
+            kind=InboxKind.EXECUTOR_MISSING,
+            title=f"Run {ctx.run.id} of {ctx.agent.name} could not start",
+            body=problem,
+            data={"run_id": ctx.run.id, "agent_id": ctx.agent.id},
+            now=ctx.deps.clock.now(),
+        )
+        await ctx.end(RunStatus.FAILED, RunReason.EXECUTOR_MISSING, error=problem)
+        return
+    await call_next()
+
+
+def _working_directory(ctx: RunContext, config: ExecutorConfig) -> Path:
+    assert ctx.agent is not None
+    base = Path(ctx.project.directory) if ctx.project and ctx.project.directory else None
+    if config.cwd:
+        cwd = Path(config.cwd)
+        if not cwd.is_absolute():
+            cwd = (base or ctx.deps.settings.home) / cwd
+    elif base is not None:
+        cwd = base
+    else:
+        cwd = ctx.deps.settings.home / "workdirs" / ctx.agent.id
+    if not cwd.is_absolute():
+        cwd = Path.cwd() / cwd
+    cwd.mkdir(parents=True, exist_ok=True)
+    return cwd
+
+
+async def open_session(ctx: RunContext, call_next: Next) -> None:
+    """Create the run's session row; task-bound runs resume the prior (task, agent) session."""
+    config = ctx.executor_config
+    assert config is not None
+    cwd = await asyncio.to_thread(_working_directory, ctx, config)
+    prior = None
+    if ctx.run.task_id is not None:
+        prior = await asyncio.to_thread(
+            ctx.deps.store.runlog.latest_resumable_session, ctx.run.task_id, ctx.run.agent_id
+        )
+    ctx.session = await asyncio.to_thread(
+        ctx.deps.store.runlog.create_session,
+        run_id=ctx.run.id,
+        agent_id=ctx.run.agent_id,
+        task_id=ctx.run.task_id,
+        executor=config.name,
+        cwd=str(cwd),
+        resumed_from=prior.id if prior else None,
+        now=ctx.deps.clock.now(),
+    )
+    ctx.extras["resume_session_id"] = prior.external_session_id if prior else None
+    await call_next()
+
+
+async def _mark_running(ctx: RunContext, config: ExecutorConfig) -> bool:
+    """Flip claimed → running with the context version the prompt was built from.
+
+    A wake merged after the prompt was built bumps the version; rebuild and retry so the
+    merged wake reaches this session.
+    """
+    queue = ctx.deps.store.queue
+    while True:
+        assert ctx.prompt is not None
+        started = await asyncio.to_thread(
+            queue.mark_running,
+            ctx.run.id,
+            expected_version=ctx.prompt_version,
+            prompt=ctx.prompt,
+            executor=config.name,
+            session_id=ctx.session.id if ctx.session else None,
+            now=ctx.deps.clock.now(),
+        )
+        if started:
+            return True
+        current = await asyncio.to_thread(queue.get_run, ctx.run.id)
+        if current.status is not RunStatus.CLAIMED:
+            return False
+        await ctx.event("prompt_rebuilt", "a wake merged in after the prompt was built")
+        await _build_prompt(ctx)
+
+
+def _environment(ctx: RunContext, config: ExecutorConfig, token: str) -> dict[str, str]:
+    base = ctx.deps.settings.agent_base_env
+    env = {name: base[name] for name in config.pass_env if name in base}
+    env.update(config.env)
+    env.update(
+        OFFICE_API_URL=ctx.deps.settings.api_url,
+        OFFICE_TOKEN=token,
+        OFFICE_RUN_ID=str(ctx.run.id),
+        OFFICE_AGENT_ID=ctx.run.agent_id,
+        OFFICE_WORKSPACE_ID=ctx.run.workspace_id,
+        OFFICE_TASK_ID=ctx.run.task_id or "",
+    )
+    return env
+
+
+async def launch(ctx: RunContext, call_next: Next) -> None:
+    """Start the session (``running``), stream its output into the run log, record the end."""
+    config = ctx.executor_config
+    assert config is not None and ctx.session is not None and ctx.agent is not None
+    deps = ctx.deps
+    if not await _mark_running(ctx, config):
+        return
+    now = deps.clock.now()
+    ttl = config.timeout_s + deps.settings.shutdown_grace.total_seconds() + 300
+    token = await asyncio.to_thread(
+        deps.tokens.mint_run,
+        workspace_id=ctx.run.workspace_id,
+        agent_id=ctx.run.agent_id,
+        run_id=ctx.run.id,
+        now=now,
+        ttl=timedelta(seconds=ttl),
+    )
+    started = await asyncio.to_thread(deps.store.queue.get_run, ctx.run.id)
+    await ctx.event("launched", f"{config.name} session started", executor=config.name)
+    await deps.publish(RunStarted(run=started))
+    assert ctx.prompt is not None
+    request = Launch(
+        run_id=ctx.run.id,
+        agent_id=ctx.run.agent_id,
+        task_id=ctx.run.task_id,
+        workspace_id=ctx.run.workspace_id,
+        prompt=ctx.prompt,
+        config=config,
+        env=_environment(ctx, config, token),
+        cwd=ctx.session.cwd or str(deps.settings.home),
+        resume_session_id=ctx.extras.get("resume_session_id"),
+    )
+    recorder = OutputRecorder(
+        store=deps.store, clock=deps.clock, run_id=ctx.run.id, limit=deps.settings.max_output_events
+    )
+    executor = deps.executors[config.kind]
+    try:
+        outcome = await executor.run(request, recorder)
+    finally:
+        await recorder.close()
+    ctx.extras["outcome"] = outcome
+    await _record_outcome(ctx, outcome)
+    await call_next()
+
+
+async def _record_outcome(ctx: RunContext, outcome: Outcome) -> None:
+    store = ctx.deps.store
+    if outcome.external_session_id and ctx.session is not None:
+        await asyncio.to_thread(
+            store.runlog.set_external_session_id, ctx.session.id, outcome.external_session_id
+        )
+    usage = asdict(outcome.usage)
+    if outcome.status is OutcomeStatus.SUCCEEDED:
+        await ctx.end(
+            RunStatus.FINISHED,
+            RunReason.COMPLETED,
+            result=outcome.result,
+            usage=usage,
+            exit_code=outcome.exit_code,
+        )
+        return
+    reason = outcome.reason if outcome.reason is not RunReason.COMPLETED else RunReason.AGENT_FAILED
+    await ctx.end(
+        RunStatus.FAILED,
+        reason,
+        error=outcome.message or "agent session failed",
+        result=outcome.result,
+        usage=usage,
+        exit_code=outcome.exit_code,
+    )

@@ -1,0 +1,143 @@
+"""The runs loop: claims due runs and drives each through the pipeline (DESIGN §7)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from office_scheduler.clock import Clock
+from office_scheduler.config import Settings
+from office_scheduler.domain.models import Run
+from office_scheduler.domain.status import RunReason
+from office_scheduler.store.facade import Store
+
+log = structlog.get_logger(__name__)
+
+Process = Callable[[Run], Awaitable[None]]
+
+
+class RunsLoop:
+    """Claims eligible runs (on a poke or a safety tick) and runs their pipelines concurrently.
+
+    At most ``settings.max_parallel_runs`` pipelines run at once in this process. Leases
+    of running pipelines are renewed every third of the lease. ``stop()`` stops claiming,
+    gives running sessions ``shutdown_grace``, then cancels them (their executors kill the
+    process groups) and puts their runs back to ``queued`` with reason ``interrupted``.
+    """
+
+    def __init__(self, *, store: Store, clock: Clock, settings: Settings, process: Process) -> None:
+        self._store = store
+        self._clock = clock
+        self._settings = settings
+        self._process = process
+        self._poked = asyncio.Event()
+        self._inflight: dict[int, asyncio.Task[None]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._claiming = False
+
+    @property
+    def inflight(self) -> int:
+        """Pipelines running now in this process."""
+        return len(self._inflight)
+
+    def poke(self) -> None:
+        """Ask the loop to look at the queue now (intake calls this after every wake)."""
+        self._poked.set()
+
+    def start(self) -> asyncio.Task[None]:
+        """Start the loop (idempotent); returns its task."""
+        if self._task is None:
+            self._claiming = True
+            self._task = asyncio.create_task(self._loop(), name="runs-loop")
+        return self._task
+
+    async def stop(self) -> None:
+        """Stop claiming, let sessions finish within the grace period, requeue the rest."""
+        self._claiming = False
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if not self._inflight:
+            return
+        pending = list(self._inflight.values())
+        grace = self._settings.shutdown_grace.total_seconds()
+        _, still_running = await asyncio.wait(pending, timeout=grace)
+        interrupted = [run_id for run_id, task in self._inflight.items() if task in still_running]
+        for task in still_running:
+            task.cancel()
+        await asyncio.gather(*still_running, return_exceptions=True)
+        if interrupted:
+            count = await asyncio.to_thread(
+                self._store.queue.requeue,
+                interrupted,
+                reason=RunReason.INTERRUPTED,
+                now=self._clock.now(),
+            )
+            log.warning("runs_interrupted", run_ids=interrupted, requeued=count)
+
+    async def claim_once(self) -> int:
+        """Claim as many due runs as there are free slots and start their pipelines."""
+        free = self._settings.max_parallel_runs - len(self._inflight)
+        if free <= 0:
+            return 0
+        runs = await asyncio.to_thread(
+            self._store.queue.claim,
+            now=self._clock.now(),
+            node_id=self._settings.node_id,
+            lease=self._settings.lease,
+            limit=free,
+        )
+        for run in runs:
+            task = asyncio.create_task(self._process(run), name=f"run-{run.id}")
+            self._inflight[run.id] = task
+            task.add_done_callback(lambda _t, run_id=run.id: self._inflight.pop(run_id, None))
+        return len(runs)
+
+    async def drain(self) -> None:
+        """Process everything due at the clock's current time, then return (tests, demo)."""
+        while True:
+            claimed = await self.claim_once()
+            if self._inflight:
+                await asyncio.wait(list(self._inflight.values()), return_when="FIRST_COMPLETED")
+            elif claimed == 0:
+                return
+
+    async def _renew_leases(self) -> None:
+        if self._inflight:
+            await asyncio.to_thread(
+                self._store.queue.renew_leases,
+                list(self._inflight),
+                node_id=self._settings.node_id,
+                now=self._clock.now(),
+                lease=self._settings.lease,
+            )
+
+    async def _wait_for_work(self) -> None:
+        timeout = self._settings.safety_tick.total_seconds()
+        next_due = await asyncio.to_thread(self._store.queue.next_due_at)
+        if next_due is not None:
+            until_due = (next_due - self._clock.now()).total_seconds()
+            timeout = min(timeout, max(until_due, 0.0))
+        renew_every = self._settings.lease.total_seconds() / 3
+        if self._inflight:
+            timeout = min(timeout, renew_every)
+        if timeout > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._poked.wait(), timeout)
+        self._poked.clear()
+
+    async def _loop(self) -> None:
+        last_renewal = asyncio.get_running_loop().time()
+        while self._claiming:
+            claimed = await self.claim_once()
+            now = asyncio.get_running_loop().time()
+            if now - last_renewal >= self._settings.lease.total_seconds() / 3:
+                await self._renew_leases()
+                last_renewal = now
+            if claimed == 0:
+                await self._wait_for_work()

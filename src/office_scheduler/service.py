@@ -1,0 +1,245 @@
+"""Composition root: builds every part from :class:`Settings` and owns the loops' lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import sqlalchemy as sa
+import structlog
+
+from office_scheduler.auth import TokenService
+from office_scheduler.clock import Clock, SystemClock
+from office_scheduler.config import Settings
+from office_scheduler.domain.errors import DatabaseLockedError, InvalidInputError, NotFoundError
+from office_scheduler.domain.models import Run, WakeRequest
+from office_scheduler.domain.status import RunReason, RunStatus, WakeSource
+from office_scheduler.events.bus import EventBus
+from office_scheduler.events.office import OfficeSubscribers
+from office_scheduler.executors.base import Executor
+from office_scheduler.intake.service import Intake
+from office_scheduler.office.service import OfficeService
+from office_scheduler.pipeline.context import PipelineDeps, RunContext, Step, compose
+from office_scheduler.pipeline.steps import DEFAULT_STEPS
+from office_scheduler.scheduler.maintenance import MaintenanceLoop
+from office_scheduler.scheduler.runs import RunsLoop
+from office_scheduler.store.facade import Store
+from office_scheduler.store.queue import IntakeResult
+
+log = structlog.get_logger(__name__)
+
+
+def default_executors() -> dict[str, Executor]:
+    """The executor implementations by kind (``command``)."""
+    from office_scheduler.executors.command import CommandExecutor
+
+    return {"command": CommandExecutor()}
+
+
+class Service:
+    """The scheduler service: store, bus, intake, office operations, pipeline and loops.
+
+    Use ``async with Service(settings) as svc`` (or ``start()``/``stop()``) to run the loops
+    in the background, or call :meth:`run_until_idle` to process everything due now.
+
+    Args:
+        settings: process settings.
+        clock: time source (a ``FakeClock`` in tests).
+        executors: executor implementations by kind; default: :func:`default_executors`.
+        store: an open store; default: opened from ``settings``.
+        steps: pipeline steps; default: :data:`DEFAULT_STEPS`.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Clock | None = None,
+        executors: Mapping[str, Executor] | None = None,
+        store: Store | None = None,
+        steps: tuple[Step, ...] = DEFAULT_STEPS,
+    ) -> None:
+        self.settings = settings
+        self.clock: Clock = clock or SystemClock()
+        self.store = store or Store.open(settings.resolved_database_url)
+        self.bus = EventBus()
+        self.tokens = TokenService(self.store)
+        self.runs = RunsLoop(
+            store=self.store, clock=self.clock, settings=settings, process=self._process
+        )
+        self.intake = Intake(self.store, self.clock, poke=self.runs.poke, publish=self.bus.publish)
+        self.office = OfficeService(self.store, self.clock, self.bus)
+        OfficeSubscribers(self.store, self.intake).register(self.bus)
+        self.maintenance = MaintenanceLoop(store=self.store, clock=self.clock, settings=settings)
+        self._deps = PipelineDeps(
+            store=self.store,
+            clock=self.clock,
+            settings=settings,
+            publish=self.bus.publish,
+            executors=dict(executors if executors is not None else default_executors()),
+            tokens=self.tokens,
+        )
+        self._pipeline = compose(steps)
+        self._lock_file: IO[str] | None = None
+        self._started = False
+        self.failed: asyncio.Future[None] | None = None
+
+    async def _process(self, run: Run) -> None:
+        ctx = RunContext(run=run, deps=self._deps)
+        structlog.contextvars.bind_contextvars(run_id=run.id, agent_id=run.agent_id)
+        try:
+            await self._pipeline(ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("pipeline_failed", run_id=run.id)
+            with contextlib.suppress(Exception):
+                await ctx.end(
+                    RunStatus.FAILED, RunReason.INTERNAL_ERROR, error=f"internal error: {exc}"
+                )
+
+    def _lock_sqlite(self) -> None:
+        url = sa.engine.make_url(self.store.db.url)
+        if url.get_backend_name() != "sqlite" or not url.database:
+            return
+        path = Path(url.database).with_suffix(".scheduler.lock")
+        handle = path.open("w")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise DatabaseLockedError(
+                f"another scheduler already runs against {url.database}; "
+                "SQLite allows one scheduler process (use PostgreSQL to scale out)"
+            ) from None
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._lock_file = handle
+
+    async def start(self) -> None:
+        """Start the runs and maintenance loops (idempotent).
+
+        Raises:
+            DatabaseLockedError: another process already runs the loops on this SQLite file.
+        """
+        if self._started:
+            return
+        self._lock_sqlite()
+        self._started = True
+        self.failed = asyncio.get_running_loop().create_future()
+        for task in (self.runs.start(), self.maintenance.start()):
+            task.add_done_callback(self._on_loop_done)
+
+    def _on_loop_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or self.failed is None or self.failed.done():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.critical("loop_crashed", loop=task.get_name(), error=repr(exc))
+            self.failed.set_exception(exc)
+
+    async def stop(self) -> None:
+        """Stop the loops: no new claims, sessions get the grace period, then requeue."""
+        if not self._started:
+            return
+        await self.runs.stop()
+        await self.maintenance.stop()
+        self._started = False
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+    async def close(self) -> None:
+        """Stop the loops and dispose the database; nothing touches it afterwards."""
+        await self.stop()
+        self.store.close()
+
+    async def __aenter__(self) -> Service:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def run_until_idle(self) -> None:
+        """Process every run due at the clock's current time, then return (drain mode)."""
+        await self.runs.drain()
+
+    async def wake(
+        self,
+        agent_id: str,
+        *,
+        source: WakeSource = WakeSource.USER,
+        payload: Mapping[str, Any] | None = None,
+        task_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> IntakeResult:
+        """Wake an agent explicitly (``user`` from people, ``self`` from the agent itself).
+
+        User wakes have no coalescing hold.
+
+        Raises:
+            NotFoundError: no such agent (or task).
+            InvalidInputError: a source other than ``user``/``self``.
+        """
+        if source not in (WakeSource.USER, WakeSource.SELF):
+            raise InvalidInputError("only user and self wakes can be sent", field="source")
+        agent = await asyncio.to_thread(self.store.office.get_agent, agent_id)
+        if task_id is not None:
+            task = await asyncio.to_thread(self.store.office.get_task, task_id)
+            if task.workspace_id != agent.workspace_id:
+                raise NotFoundError(f"task {task_id} not found", field="task_id")
+        return await self.intake.enqueue(
+            WakeRequest(
+                workspace_id=agent.workspace_id,
+                agent_id=agent.id,
+                source=source,
+                payload=dict(payload or {}),
+                task_id=task_id,
+                idempotency_key=idempotency_key,
+                hold=source is not WakeSource.USER,
+            )
+        )
+
+    async def queue_run(
+        self, task_id: str, *, agent_id: str | None = None, idempotency_key: str | None = None
+    ) -> IntakeResult:
+        """Explicitly queue a run for any task (ordinary kanban tasks included).
+
+        Args:
+            task_id: the task to work on.
+            agent_id: who runs it; default the task's assignee.
+
+        Raises:
+            NotFoundError: no such task or agent.
+            InvalidInputError: no agent given and the task has no assignee.
+        """
+        task = await asyncio.to_thread(self.store.office.get_task, task_id)
+        agent_id = agent_id or task.assignee_agent_id
+        if agent_id is None:
+            raise InvalidInputError("the task has no assignee; name an agent", field="agent_id")
+        agent = await asyncio.to_thread(self.store.office.get_agent, agent_id)
+        if agent.workspace_id != task.workspace_id:
+            raise NotFoundError(f"agent {agent_id} not found", field="agent_id")
+        return await self.intake.enqueue(
+            WakeRequest(
+                workspace_id=task.workspace_id,
+                agent_id=agent.id,
+                source=WakeSource.QUEUE_RUN,
+                payload={"task_id": task.id},
+                task_id=task.id,
+                idempotency_key=idempotency_key,
+                hold=False,
+            )
+        )

@@ -1,0 +1,45 @@
+"""The :class:`Store`: every repository over one database."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from office_scheduler.store.engine import Database, open_database
+from office_scheduler.store.listing import ListingStore
+from office_scheduler.store.office import OfficeStore
+from office_scheduler.store.queue import QueueStore
+from office_scheduler.store.runlog import RunLogStore
+from office_scheduler.store.tokens import TokenStore
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    """Repositories sharing one :class:`Database`; each method is one transaction."""
+
+    db: Database
+    office: OfficeStore
+    queue: QueueStore
+    runlog: RunLogStore
+    tokens: TokenStore
+    listing: ListingStore
+
+    @classmethod
+    def from_database(cls, db: Database) -> Store:
+        """Build every repository over ``db``."""
+        return cls(
+            db=db,
+            office=OfficeStore(db),
+            queue=QueueStore(db),
+            runlog=RunLogStore(db),
+            tokens=TokenStore(db),
+            listing=ListingStore(db),
+        )
+
+    @classmethod
+    def open(cls, url: str, *, schema: str | None = None) -> Store:
+        """Open ``url`` (see :func:`open_database`) and build the repositories."""
+        return cls.from_database(open_database(url, schema=schema))
+
+    def close(self) -> None:
+        """Dispose the database; the store must not be used afterwards."""
+        self.db.dispose()

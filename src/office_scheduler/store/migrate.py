@@ -1,0 +1,65 @@
+"""Schema migrations with Alembic, run only by ``office db upgrade`` and ``office serve``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from office_scheduler.store.engine import Database
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+# Arbitrary constant: serialises concurrent upgrades of several nodes on PostgreSQL.
+PG_MIGRATION_LOCK_KEY = 0x0FF1CE
+
+
+def _config(connection: object | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    """The newest revision shipped with this version."""
+    head = ScriptDirectory.from_config(_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(db: Database) -> str | None:
+    """The revision the database is at, or ``None`` for an empty database."""
+    with db.writer.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(db: Database, revision: str = "head") -> None:
+    """Bring the schema of ``db`` up to ``revision`` (idempotent).
+
+    On SQLite foreign keys are switched off while batch migrations rebuild tables; on
+    PostgreSQL an advisory lock lets only one node migrate at a time.
+    """
+    with db.writer.connect() as conn:
+        if db.dialect == "sqlite":
+            conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+        else:
+            conn.exec_driver_sql(f"SELECT pg_advisory_lock({PG_MIGRATION_LOCK_KEY})")
+        try:
+            command.upgrade(_config(conn), revision)
+            conn.commit()
+        finally:
+            if db.dialect == "sqlite":
+                conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+            else:
+                conn.exec_driver_sql(f"SELECT pg_advisory_unlock({PG_MIGRATION_LOCK_KEY})")
+                conn.commit()
+
+
+def downgrade(db: Database, revision: str) -> None:
+    """Take the schema of ``db`` back to ``revision`` (``base`` empties it)."""
+    with db.writer.connect() as conn:
+        command.downgrade(_config(conn), revision)
+        conn.commit()

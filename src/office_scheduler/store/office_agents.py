@@ -1,0 +1,234 @@
+"""Agents of the office store."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from office_scheduler.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from office_scheduler.domain.models import Agent
+from office_scheduler.domain.status import AgentRole, AgentStatus
+from office_scheduler.store.engine import Database
+from office_scheduler.store.ids import new_id
+from office_scheduler.store.office_common import workspace_row
+from office_scheduler.store.rows import agent_from_row
+from office_scheduler.store.schema import agents
+from office_scheduler.store.sql import Row, all_rows, first_row, unique_conflict
+from office_scheduler.store.validation import clean_text, enum_value, flag, optional_text
+
+_AGENT_CHANGES = frozenset(
+    {
+        "name",
+        "role",
+        "status",
+        "instructions",
+        "max_concurrent_sessions",
+        "cooldown",
+        "skip_idle_wakeups",
+        "executor",
+    }
+)
+
+
+def _role(value: object) -> AgentRole:
+    return enum_value(AgentRole, value, field="role")
+
+
+def _status(value: object) -> AgentStatus:
+    return enum_value(AgentStatus, value, field="status")
+
+
+def _max_sessions(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(
+            "max_concurrent_sessions must be an integer >= 1", field="max_concurrent_sessions"
+        )
+    return value
+
+
+def _cooldown_s(value: object) -> float:
+    if not isinstance(value, timedelta) or value < timedelta(0):
+        raise InvalidInputError("cooldown must be a non-negative duration", field="cooldown_s")
+    return value.total_seconds()
+
+
+def _agent_row(conn: Connection, agent_id: str) -> Row:
+    row = first_row(conn, sa.select(agents).where(agents.c.id == agent_id))
+    if row is None:
+        raise NotFoundError(f"agent {agent_id} not found", field="agent_id")
+    return row
+
+
+def _name_taken(conn: Connection, workspace_id: str, name: str, *, other_than: str = "") -> bool:
+    query = sa.select(agents.c.id).where(
+        agents.c.workspace_id == workspace_id, agents.c.name == name, agents.c.id != other_than
+    )
+    return conn.execute(query).first() is not None
+
+
+def _conflict_message(name: str) -> str:
+    return f"an agent named {name!r} already exists in this workspace"
+
+
+class AgentMethods:
+    """Agent methods of :class:`~office_scheduler.store.office.OfficeStore`."""
+
+    _db: Database
+
+    def create_agent(
+        self,
+        *,
+        workspace_id: str,
+        name: str,
+        role: AgentRole,
+        now: datetime,
+        instructions: str = "",
+        max_concurrent_sessions: int = 1,
+        cooldown: timedelta = timedelta(seconds=10),
+        skip_idle_wakeups: bool | None = None,
+        executor: str | None = None,
+        status: AgentStatus = AgentStatus.IDLE,
+    ) -> Agent:
+        """Create an agent in a workspace.
+
+        Args:
+            workspace_id: the agent's workspace.
+            name: unique within the workspace.
+            role: decides the default of ``skip_idle_wakeups``.
+            now: creation instant.
+            instructions: standing instructions added to every prompt.
+            max_concurrent_sessions: live sessions allowed at once (>= 1).
+            cooldown: pause between the end of one run and the next claim (>= 0).
+            skip_idle_wakeups: ``None`` takes the role's default.
+            executor: preferred executor name.
+            status: initial status.
+
+        Returns:
+            The new agent.
+
+        Raises:
+            NotFoundError: no such workspace (field ``workspace_id``).
+            InvalidInputError: ``name``, ``role``, ``status``, ``max_concurrent_sessions`` or
+                ``cooldown_s`` is invalid (named in ``field``).
+            ConflictError: the workspace has an agent of that name (field ``name``).
+        """
+        agent_role = _role(role)
+        values: dict[str, Any] = {
+            "name": clean_text(name, field="name"),
+            "role": agent_role.value,
+            "status": _status(status).value,
+            "instructions": clean_text(instructions, field="instructions", required=False),
+            "max_concurrent_sessions": _max_sessions(max_concurrent_sessions),
+            "cooldown_s": _cooldown_s(cooldown),
+            "skip_idle_wakeups": (
+                agent_role.default_skip_idle_wakeups
+                if skip_idle_wakeups is None
+                else flag(skip_idle_wakeups, field="skip_idle_wakeups")
+            ),
+            "executor": optional_text(executor, field="executor"),
+        }
+        agent_id = new_id()
+        message = _conflict_message(values["name"])
+        with unique_conflict(field="name", message=message), self._db.write() as conn:
+            workspace_row(conn, workspace_id)
+            if _name_taken(conn, workspace_id, values["name"]):
+                raise ConflictError(message, field="name")
+            conn.execute(
+                sa.insert(agents).values(
+                    id=agent_id,
+                    workspace_id=workspace_id,
+                    created_at=now,
+                    updated_at=now,
+                    **values,
+                )
+            )
+            return agent_from_row(_agent_row(conn, agent_id))
+
+    def get_agent(self, agent_id: str) -> Agent:
+        """Return the agent ``agent_id``.
+
+        Raises:
+            NotFoundError: no such agent (field ``agent_id``).
+        """
+        with self._db.read() as conn:
+            return agent_from_row(_agent_row(conn, agent_id))
+
+    def find_agent_by_name(self, workspace_id: str, name: str) -> Agent | None:
+        """Return the agent called ``name`` in ``workspace_id``, or ``None``."""
+        query = sa.select(agents).where(
+            agents.c.workspace_id == workspace_id, agents.c.name == name
+        )
+        with self._db.read() as conn:
+            row = first_row(conn, query)
+            return None if row is None else agent_from_row(row)
+
+    def list_agents(self, workspace_id: str) -> list[Agent]:
+        """Return the agents of ``workspace_id``, ordered by name (empty for no workspace)."""
+        query = (
+            sa.select(agents).where(agents.c.workspace_id == workspace_id).order_by(agents.c.name)
+        )
+        with self._db.read() as conn:
+            return [agent_from_row(row) for row in all_rows(conn, query)]
+
+    def update_agent(self, agent_id: str, *, now: datetime, **changes: object) -> Agent:
+        """Change an agent.
+
+        Allowed keys: ``name``, ``role``, ``status``, ``instructions``,
+        ``max_concurrent_sessions``, ``cooldown`` (a timedelta), ``skip_idle_wakeups``
+        (``None`` resets it to the role's default) and ``executor``. A new cooldown also
+        moves the agent's ``cooldown_until`` to ``last_wakeup_finished_at + cooldown``.
+
+        Returns:
+            The agent after the change.
+
+        Raises:
+            NotFoundError: no such agent (field ``agent_id``).
+            InvalidInputError: an unknown key or invalid value (``field`` names it; a bad
+                cooldown is reported as ``cooldown_s``).
+            ConflictError: another agent of the workspace has the new name (field ``name``).
+        """
+        unknown = sorted(set(changes) - _AGENT_CHANGES)
+        if unknown:
+            raise InvalidInputError(f"unknown agent field {unknown[0]!r}", field=unknown[0])
+        values: dict[str, Any] = {}
+        if "name" in changes:
+            values["name"] = clean_text(changes["name"], field="name")
+        if "role" in changes:
+            values["role"] = _role(changes["role"]).value
+        if "status" in changes:
+            values["status"] = _status(changes["status"]).value
+        if "instructions" in changes:
+            values["instructions"] = clean_text(
+                changes["instructions"], field="instructions", required=False
+            )
+        if "max_concurrent_sessions" in changes:
+            values["max_concurrent_sessions"] = _max_sessions(changes["max_concurrent_sessions"])
+        if "cooldown" in changes:
+            values["cooldown_s"] = _cooldown_s(changes["cooldown"])
+        if "executor" in changes:
+            values["executor"] = optional_text(changes["executor"], field="executor")
+        skip = changes.get("skip_idle_wakeups")
+        if skip is not None:
+            values["skip_idle_wakeups"] = flag(skip, field="skip_idle_wakeups")
+        message = _conflict_message(str(values.get("name", "")))
+        with unique_conflict(field="name", message=message), self._db.write() as conn:
+            row = _agent_row(conn, agent_id)
+            if "name" in values and _name_taken(
+                conn, row["workspace_id"], values["name"], other_than=agent_id
+            ):
+                raise ConflictError(message, field="name")
+            if "skip_idle_wakeups" in changes and skip is None:
+                role = AgentRole(str(values.get("role", row["role"])))
+                values["skip_idle_wakeups"] = role.default_skip_idle_wakeups
+            if "cooldown_s" in values:
+                finished = row["last_wakeup_finished_at"]
+                values["cooldown_until"] = (
+                    None if finished is None else finished + timedelta(seconds=values["cooldown_s"])
+                )
+            conn.execute(
+                sa.update(agents).where(agents.c.id == agent_id).values(updated_at=now, **values)
+            )
+            return agent_from_row(_agent_row(conn, agent_id))

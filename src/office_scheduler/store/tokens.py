@@ -1,0 +1,153 @@
+"""API tokens: only the hash of each secret is stored.
+
+Every public method is one transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from office_scheduler.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from office_scheduler.domain.models import ApiToken
+from office_scheduler.domain.status import TokenKind
+from office_scheduler.store.engine import Database
+from office_scheduler.store.ids import new_id
+from office_scheduler.store.rows import token_from_row
+from office_scheduler.store.schema import api_tokens
+from office_scheduler.store.sql import all_rows, first_row, unique_conflict
+from office_scheduler.store.validation import clean_text, enum_value
+
+
+def _active(now: datetime) -> sa.ColumnElement[bool]:
+    """Tokens neither revoked nor expired at ``now``."""
+    return sa.and_(
+        api_tokens.c.revoked_at.is_(None),
+        sa.or_(api_tokens.c.expires_at.is_(None), api_tokens.c.expires_at > now),
+    )
+
+
+class TokenStore:
+    """Bearer tokens of people (``admin``) and of launched agents (``run``)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def create(
+        self,
+        *,
+        kind: TokenKind,
+        name: str,
+        token_hash: str,
+        now: datetime,
+        workspace_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: int | None = None,
+        expires_at: datetime | None = None,
+    ) -> ApiToken:
+        """Store a new token by the hash of its secret.
+
+        Args:
+            kind: ``admin`` or ``run``; a run token names its run.
+            name: a label for people.
+            token_hash: the hash of the secret (the secret itself is never stored).
+            now: creation instant.
+            workspace_id: the workspace a scoped token may act in.
+            agent_id: the agent a run token acts for.
+            run_id: the run a run token belongs to (it is revoked when the run ends).
+            expires_at: after this instant the token no longer authenticates.
+
+        Returns:
+            The stored token record.
+
+        Raises:
+            InvalidInputError: unknown ``kind``, blank ``name`` or ``token_hash``, or a run
+                token without ``run_id`` (named in ``field``).
+            ConflictError: a token with that hash exists (field ``token_hash``).
+        """
+        token_kind = enum_value(TokenKind, kind, field="kind")
+        if token_kind is TokenKind.RUN and run_id is None:
+            raise InvalidInputError("a run token needs its run_id", field="run_id")
+        clean_text(token_hash, field="token_hash")
+        token_id = new_id()
+        values = {
+            "id": token_id,
+            "kind": token_kind.value,
+            "name": clean_text(name, field="name"),
+            "token_hash": token_hash,
+            "workspace_id": workspace_id,
+            "agent_id": agent_id,
+            "run_id": run_id,
+            "created_at": now,
+            "expires_at": expires_at,
+        }
+        message = "a token with this hash already exists"
+        with unique_conflict(field="token_hash", message=message), self._db.write() as conn:
+            taken = sa.select(api_tokens.c.id).where(api_tokens.c.token_hash == token_hash)
+            if conn.execute(taken).first() is not None:
+                raise ConflictError(message, field="token_hash")
+            conn.execute(sa.insert(api_tokens).values(values))
+            row = first_row(conn, sa.select(api_tokens).where(api_tokens.c.id == token_id))
+            assert row is not None
+            return token_from_row(row)
+
+    def find_active(self, token_hash: str, *, now: datetime) -> ApiToken | None:
+        """Return the token with this hash when it is neither revoked nor expired at ``now``."""
+        query = sa.select(api_tokens).where(api_tokens.c.token_hash == token_hash, _active(now))
+        with self._db.read() as conn:
+            row = first_row(conn, query)
+            return None if row is None else token_from_row(row)
+
+    def revoke(self, token_id: str, *, now: datetime) -> None:
+        """Revoke a token (idempotent: a revoked token keeps its first ``revoked_at``).
+
+        Raises:
+            NotFoundError: no such token (field ``token_id``).
+        """
+        with self._db.write() as conn:
+            exists = sa.select(api_tokens.c.id).where(api_tokens.c.id == token_id)
+            if conn.execute(exists).first() is None:
+                raise NotFoundError(f"token {token_id} not found", field="token_id")
+            conn.execute(
+                sa.update(api_tokens)
+                .where(api_tokens.c.id == token_id, api_tokens.c.revoked_at.is_(None))
+                .values(revoked_at=now)
+            )
+
+    def revoke_for_run(self, run_id: int, *, now: datetime) -> int:
+        """Revoke every unrevoked token of a run.
+
+        Returns:
+            How many tokens this call revoked.
+        """
+        with self._db.write() as conn:
+            return conn.execute(
+                sa.update(api_tokens)
+                .where(api_tokens.c.run_id == run_id, api_tokens.c.revoked_at.is_(None))
+                .values(revoked_at=now)
+            ).rowcount
+
+    def list_tokens(self, *, kind: TokenKind | None = None) -> list[ApiToken]:
+        """Return every token (revoked and expired ones too), oldest first.
+
+        Raises:
+            InvalidInputError: an unknown ``kind``.
+        """
+        query = sa.select(api_tokens)
+        if kind is not None:
+            wanted = enum_value(TokenKind, kind, field="kind")
+            query = query.where(api_tokens.c.kind == wanted.value)
+        query = query.order_by(api_tokens.c.created_at, api_tokens.c.id)
+        with self._db.read() as conn:
+            return [token_from_row(row) for row in all_rows(conn, query)]
+
+    def count_active_admin(self, now: datetime) -> int:
+        """Return how many admin tokens are neither revoked nor expired at ``now``."""
+        query = (
+            sa.select(sa.func.count())
+            .select_from(api_tokens)
+            .where(api_tokens.c.kind == TokenKind.ADMIN.value, _active(now))
+        )
+        with self._db.read() as conn:
+            return int(conn.execute(query).scalar_one())

@@ -1,0 +1,116 @@
+"""Shared fixtures: one database per test, on SQLite and on PostgreSQL.
+
+The PostgreSQL half needs ``TEST_DATABASE_URL`` (e.g.
+``postgresql+psycopg://postgres@127.0.0.1:5432/test``). Without it those tests are skipped,
+except when ``CI`` is set: there they fail, because CI must run both databases. Each
+PostgreSQL test gets a fresh schema, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from office_scheduler.store import migrate
+from office_scheduler.store.engine import Database, normalise_url, open_database
+from office_scheduler.store.office import OfficeStore
+from office_scheduler.store.runlog import RunLogStore
+from office_scheduler.store.tokens import TokenStore
+
+PG_URL_ENV = "TEST_DATABASE_URL"
+_SCHEMA_KEY = pytest.StashKey[str | None]()
+
+
+def _checked_out(engine: sa.Engine) -> int:
+    pool = engine.pool
+    return pool.checkedout() if isinstance(pool, sa.pool.QueuePool) else 0
+
+
+@pytest.fixture(scope="session")
+def pg_admin_engine() -> Iterator[sa.Engine]:
+    """An engine on ``TEST_DATABASE_URL`` that creates and drops the per-test schemas."""
+    url = os.environ.get(PG_URL_ENV)
+    if not url:
+        if os.environ.get("CI"):
+            pytest.fail(f"{PG_URL_ENV} must be set in CI: the PostgreSQL tests are required")
+        pytest.skip(f"{PG_URL_ENV} is not set")
+    engine = sa.create_engine(normalise_url(url), isolation_level="AUTOCOMMIT")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The URL of an empty database for this test (see :func:`db_schema` for PostgreSQL)."""
+    if request.param == "sqlite":
+        request.node.stash[_SCHEMA_KEY] = None
+        yield f"sqlite:///{tmp_path}/office.db"
+        return
+    admin: sa.Engine = request.getfixturevalue("pg_admin_engine")
+    schema = f"t_{uuid.uuid4().hex}"
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+    request.node.stash[_SCHEMA_KEY] = schema
+    try:
+        yield admin.url.render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def db_schema(request: pytest.FixtureRequest, db_url: str) -> str | None:
+    """The PostgreSQL schema of this test's database (``None`` on SQLite)."""
+    stash: pytest.Stash = request.node.stash
+    return stash[_SCHEMA_KEY]
+
+
+@pytest.fixture
+def database(db_url: str, db_schema: str | None) -> Iterator[Database]:
+    """The test's database, migrated to head through Alembic; disposed at teardown.
+
+    Teardown also checks that no pooled connection is still checked out: no connection may
+    leave a store method.
+    """
+    db = open_database(db_url, schema=db_schema)
+    migrate.upgrade(db)
+    yield db
+    engines = {id(engine): engine for engine in (db.writer, db.reader)}.values()
+    checked_out = sum(_checked_out(engine) for engine in engines)
+    db.dispose()
+    assert checked_out == 0, f"{checked_out} connection(s) left checked out"
+
+
+@pytest.fixture
+def now() -> datetime:
+    """A fixed aware UTC instant: 2026-11-29 12:00Z."""
+    return datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def office_store(database: Database) -> OfficeStore:
+    """An :class:`OfficeStore` over the test's database."""
+    return OfficeStore(database)
+
+
+@pytest.fixture
+def runlog_store(database: Database) -> RunLogStore:
+    """A :class:`RunLogStore` over the test's database."""
+    return RunLogStore(database)
+
+
+@pytest.fixture
+def token_store(database: Database) -> TokenStore:
+    """A :class:`TokenStore` over the test's database."""
+    return TokenStore(database)

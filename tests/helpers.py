@@ -1,0 +1,28 @@
+"""Shared test helpers (importable as ``helpers``; ``tests`` is on the pytest path)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from office_scheduler.domain.models import Agent, Project, Workspace
+from office_scheduler.service import Service
+from office_scheduler.store.facade import Store
+from office_scheduler.testing import FakeClock, ScriptedExecutor
+
+
+@dataclass
+class Office:
+    """A small office: a workspace with a coordinator, two workers and a project."""
+
+    service: Service
+    clock: FakeClock
+    executor: ScriptedExecutor
+    workspace: Workspace
+    coordinator: Agent
+    worker: Agent
+    other_worker: Agent
+    project: Project
+
+    @property
+    def store(self) -> Store:
+        return self.service.store

@@ -1,0 +1,270 @@
+"""Intake on both databases: idempotency, claim-time merge, promotion, coalescing hold."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import timedelta
+
+import sqlalchemy as sa
+
+from helpers import Office
+from office_scheduler.domain.models import WakeRequest
+from office_scheduler.domain.status import (
+    Classification,
+    IntakeOutcome,
+    RunStatus,
+    WakeSource,
+    WakeupStatus,
+)
+from office_scheduler.intake.rules import decide_merge
+from office_scheduler.store.schema import runs, wakeup_requests
+
+
+def _periodic(office: Office, agent_id: str, key: str | None = None) -> WakeRequest:
+    return WakeRequest(
+        workspace_id=office.workspace.id,
+        agent_id=agent_id,
+        source=WakeSource.ROUTINE,
+        classification=Classification.PERIODIC,
+        payload={"routine_id": "r1"},
+        idempotency_key=key,
+    )
+
+
+def _event(
+    office: Office,
+    agent_id: str,
+    *,
+    task_id: str | None = None,
+    key: str | None = None,
+    source: WakeSource = WakeSource.SELF,
+) -> WakeRequest:
+    return WakeRequest(
+        workspace_id=office.workspace.id,
+        agent_id=agent_id,
+        source=source,
+        payload={"reason": "check"},
+        task_id=task_id,
+        idempotency_key=key,
+    )
+
+
+def _count(office: Office, table: sa.Table) -> int:
+    with office.store.db.read() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
+
+
+async def test_duplicate_key_sequential_is_silently_rejected(office: Office) -> None:
+    first = await office.service.intake.enqueue(_event(office, office.worker.id, key="k:1"))
+    office.clock.advance(timedelta(days=30))
+    second = await office.service.intake.enqueue(_event(office, office.worker.id, key="k:1"))
+    assert first.outcome is IntakeOutcome.CREATED
+    assert second.outcome is IntakeOutcome.DEDUPLICATED
+    assert second.request.id == first.request.id
+    assert second.run is not None
+    assert first.run is not None
+    assert second.run.id == first.run.id
+    assert _count(office, wakeup_requests) == 1
+    assert _count(office, runs) == 1
+
+
+def test_duplicate_key_concurrent_gives_one_request_and_one_run(office: Office) -> None:
+    store, now = office.store, office.clock.now()
+    outcomes: list[IntakeOutcome] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(6)
+
+    def fire() -> None:
+        try:
+            barrier.wait()
+            result = store.queue.enqueue(
+                _event(office, office.worker.id, key="comment:c-1"),
+                now=now,
+                hold=timedelta(seconds=5),
+                decide=decide_merge,
+            )
+            outcomes.append(result.outcome)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=fire) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(outcomes) == sorted([IntakeOutcome.CREATED] + [IntakeOutcome.DEDUPLICATED] * 5)
+    assert _count(office, wakeup_requests) == 1
+    assert _count(office, runs) == 1
+
+
+async def test_no_in_flight_run_creates_one_with_the_coalescing_hold(office: Office) -> None:
+    result = await office.service.intake.enqueue(_event(office, office.worker.id))
+    assert result.outcome is IntakeOutcome.CREATED
+    assert result.request.status is WakeupStatus.CLAIMED
+    assert result.run is not None
+    assert result.run.status is RunStatus.QUEUED
+    assert result.run.coalesced_count == 1
+    assert result.run.not_before == office.clock.now() + timedelta(seconds=5)
+
+
+async def test_user_wake_has_no_hold(office: Office) -> None:
+    result = await office.service.wake(office.worker.id, payload={"note": "now"})
+    assert result.run is not None
+    assert result.run.not_before == office.clock.now()
+
+
+async def test_queued_run_absorbs_a_merge_and_keeps_every_payload(office: Office) -> None:
+    intake = office.service.intake
+    first = await intake.enqueue(_event(office, office.worker.id))
+    second = await intake.enqueue(
+        WakeRequest(
+            workspace_id=office.workspace.id,
+            agent_id=office.worker.id,
+            source=WakeSource.AGENT_ERROR,
+            payload={"failed_agent_id": "x", "error": "boom"},
+        )
+    )
+    assert second.outcome is IntakeOutcome.COALESCED
+    assert second.request.status is WakeupStatus.COALESCED
+    assert second.run is not None
+    assert first.run is not None
+    assert second.run.id == first.run.id
+    assert second.run.coalesced_count == 2
+    assert [e.source for e in second.run.context] == [WakeSource.SELF, WakeSource.AGENT_ERROR]
+    assert second.run.context[1].payload == {"failed_agent_id": "x", "error": "boom"}
+
+
+async def test_queued_periodic_run_is_promoted_by_an_event_wake(office: Office) -> None:
+    intake = office.service.intake
+    first = await intake.enqueue(_periodic(office, office.coordinator.id))
+    assert first.run is not None
+    assert first.run.classification is Classification.PERIODIC
+    merged = await intake.enqueue(_event(office, office.coordinator.id))
+    assert merged.run is not None
+    assert merged.run.id == first.run.id
+    assert merged.run.classification is Classification.EVENT
+    assert merged.run.source is WakeSource.SELF
+    again = await intake.enqueue(_periodic(office, office.coordinator.id))
+    assert again.run is not None
+    assert again.run.classification is Classification.EVENT  # never back to periodic
+
+
+async def test_claimed_periodic_run_is_not_promoted_a_fresh_run_is_made(office: Office) -> None:
+    intake, queue = office.service.intake, office.store.queue
+    first = await intake.enqueue(_periodic(office, office.coordinator.id))
+    office.clock.advance(timedelta(seconds=5))
+    claimed = queue.claim(now=office.clock.now(), node_id="n", lease=timedelta(60), limit=5)
+    assert first.run is not None
+    assert [r.id for r in claimed] == [first.run.id]
+    result = await intake.enqueue(_event(office, office.coordinator.id))
+    assert result.outcome is IntakeOutcome.CREATED
+    assert result.run is not None
+    assert first.run is not None
+    assert result.run.id != first.run.id
+    assert result.request.status is WakeupStatus.CLAIMED
+    original = queue.get_run(first.run.id)
+    assert original.classification is Classification.PERIODIC
+    assert original.coalesced_count == 1
+
+
+async def test_claimed_run_without_promotion_absorbs_and_bumps_the_version(office: Office) -> None:
+    intake, queue = office.service.intake, office.store.queue
+    first = await intake.enqueue(_event(office, office.worker.id))
+    office.clock.advance(timedelta(seconds=5))
+    queue.claim(now=office.clock.now(), node_id="n", lease=timedelta(60), limit=5)
+    result = await intake.enqueue(_event(office, office.worker.id, source=WakeSource.USER))
+    assert result.outcome is IntakeOutcome.COALESCED
+    assert result.run is not None
+    assert first.run is not None
+    assert result.run.id == first.run.id
+    assert result.run.status is RunStatus.CLAIMED
+    assert result.run.context_version == 2
+    assert result.run.coalesced_count == 2
+
+
+async def test_running_run_is_never_merged_into(office: Office) -> None:
+    intake, queue = office.service.intake, office.store.queue
+    first = await intake.enqueue(_event(office, office.worker.id))
+    assert first.run is not None
+    office.clock.advance(timedelta(seconds=5))
+    queue.claim(now=office.clock.now(), node_id="n", lease=timedelta(60), limit=5)
+    assert queue.mark_running(
+        first.run.id,
+        expected_version=1,
+        prompt="p",
+        executor="fake",
+        session_id=None,
+        now=office.clock.now(),
+    )
+    result = await intake.enqueue(_event(office, office.worker.id))
+    assert result.outcome is IntakeOutcome.CREATED
+    assert result.run is not None
+    assert result.run.id != first.run.id
+    assert result.run.status is RunStatus.QUEUED
+
+
+async def test_merging_is_scoped_by_task(office: Office) -> None:
+    svc = office.service
+    t1 = await svc.office.create_task(
+        workspace_id=office.workspace.id, title="one", project_id=office.project.id
+    )
+    t2 = await svc.office.create_task(
+        workspace_id=office.workspace.id, title="two", project_id=office.project.id
+    )
+    a = await svc.intake.enqueue(_event(office, office.worker.id, task_id=t1.id))
+    b = await svc.intake.enqueue(_event(office, office.worker.id, task_id=t2.id))
+    c = await svc.intake.enqueue(_event(office, office.worker.id))
+    d = await svc.intake.enqueue(_event(office, office.worker.id, task_id=t1.id))
+    assert a.run
+    assert b.run
+    assert c.run
+    assert d.run
+    assert len({a.run.id, b.run.id, c.run.id}) == 3
+    assert d.run.id == a.run.id
+
+
+async def test_burst_of_five_in_three_seconds_becomes_one_run(office: Office) -> None:
+    svc = office.service
+    parent = await svc.office.create_task(
+        workspace_id=office.workspace.id,
+        title="parent",
+        project_id=office.project.id,
+        assignee_agent_id=office.coordinator.id,
+    )
+    office.clock.advance(timedelta(seconds=5))
+    await svc.run_until_idle()
+    assert len(office.executor.launches) == 1
+    office.clock.advance(timedelta(seconds=10))
+    results = []
+    for i in range(5):
+        request = WakeRequest(
+            workspace_id=office.workspace.id,
+            agent_id=office.coordinator.id,
+            source=WakeSource.TASK_CHILDREN_COMPLETED,
+            task_id=parent.id,
+            payload={"task_id": parent.id, "child": i},
+            idempotency_key=f"children:{parent.id}:{i}",
+        )
+        results.append(await svc.intake.enqueue(request))
+        office.clock.advance(timedelta(seconds=0.75))
+    run_ids = {r.run.id for r in results if r.run}
+    assert len(run_ids) == 1
+    run = svc.store.queue.get_run(run_ids.pop())
+    assert run.coalesced_count == 5
+    assert [e.payload["child"] for e in run.context] == [0, 1, 2, 3, 4]
+    await svc.run_until_idle()
+    assert len(office.executor.launches) == 1  # still inside the coalescing hold
+    office.clock.advance(timedelta(seconds=2))
+    await svc.run_until_idle()
+    assert len(office.executor.launches) == 2
+    assert office.executor.launches[1].prompt.count("**task_children_completed**") == 5
+
+
+async def test_intake_pokes_the_runs_loop(office: Office) -> None:
+    loop = office.service.runs
+    loop._poked.clear()
+    await office.service.intake.enqueue(_event(office, office.worker.id))
+    assert loop._poked.is_set()
+    await asyncio.sleep(0)

@@ -1,0 +1,106 @@
+"""Migrations on both databases: round trip, schema equals the metadata, UTC storage."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from office_scheduler.domain.models import WorkspaceSettings
+from office_scheduler.store import migrate
+from office_scheduler.store.engine import Database
+from office_scheduler.store.office import OfficeStore
+from office_scheduler.store.schema import metadata, scheduler_leases
+
+
+def _tables(database: Database) -> set[str]:
+    with database.writer.connect() as conn:
+        return set(sa.inspect(conn).get_table_names()) - {"alembic_version"}
+
+
+def test_upgrade_downgrade_upgrade(database: Database) -> None:
+    head = migrate.head_revision()
+    assert migrate.current_revision(database) == head
+    assert _tables(database) == set(metadata.tables)
+
+    migrate.downgrade(database, "base")
+    assert migrate.current_revision(database) is None
+    assert _tables(database) == set()
+
+    migrate.upgrade(database)
+    assert migrate.current_revision(database) == head
+    assert _tables(database) == set(metadata.tables)
+    migrate.upgrade(database)  # idempotent
+    assert migrate.current_revision(database) == head
+
+
+def test_migrated_schema_matches_metadata(database: Database) -> None:
+    with database.writer.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        differences = compare_metadata(context, metadata)
+    assert differences == []
+
+
+@pytest.mark.parametrize(
+    ("local", "instant"),
+    [
+        (datetime(2026, 11, 29, 7, 0), datetime(2026, 11, 29, 12, 0, tzinfo=UTC)),
+        # 01:30 on the night New York falls back: fold=0 is the first one, 05:30Z.
+        (datetime(2026, 11, 1, 1, 30), datetime(2026, 11, 1, 5, 30, tzinfo=UTC)),
+    ],
+    ids=["plain", "fall-back-fold"],
+)
+def test_datetimes_round_trip_as_utc(
+    office_store: OfficeStore, local: datetime, instant: datetime
+) -> None:
+    new_york = local.replace(tzinfo=ZoneInfo("America/New_York"))
+    workspace = office_store.create_workspace(
+        name="acme", settings=WorkspaceSettings(), now=new_york
+    )
+    stored = office_store.get_workspace(workspace.id).created_at
+    assert stored == instant
+    # An ambiguous local time never compares equal across zones (PEP 495): compare in UTC.
+    assert stored == new_york.astimezone(UTC)
+    assert stored.tzinfo is UTC
+
+
+def test_utc_column_orders_by_instant_and_rejects_naive(database: Database) -> None:
+    new_york = ZoneInfo("America/New_York")
+    tokyo = ZoneInfo("Asia/Tokyo")
+    # Local clock readings in the opposite order of the instants.
+    early = datetime(2026, 6, 1, 20, 0, tzinfo=tokyo)  # 11:00Z
+    late = datetime(2026, 6, 1, 8, 0, tzinfo=new_york)  # 12:00Z
+    with database.write() as conn:
+        conn.execute(
+            sa.insert(scheduler_leases),
+            [
+                {"name": "late", "holder": "x", "expires_at": late},
+                {"name": "early", "holder": "x", "expires_at": early},
+            ],
+        )
+    with database.read() as conn:
+        rows = conn.execute(
+            sa.select(scheduler_leases.c.name, scheduler_leases.c.expires_at).order_by(
+                scheduler_leases.c.expires_at
+            )
+        ).all()
+        due = conn.execute(
+            sa.select(scheduler_leases.c.name).where(
+                scheduler_leases.c.expires_at < datetime(2026, 6, 1, 11, 30, tzinfo=UTC)
+            )
+        ).scalars()
+        assert list(due) == ["early"]
+    assert [name for name, _ in rows] == ["early", "late"]
+    assert [at for _, at in rows] == [early, late]
+    assert all(at.tzinfo is UTC for _, at in rows)
+
+    with pytest.raises(sa.exc.StatementError), database.write() as conn:
+        conn.execute(
+            sa.insert(scheduler_leases).values(
+                name="naive", holder="x", expires_at=datetime(2026, 6, 1, 12, 0)
+            )
+        )
