@@ -18,7 +18,7 @@ class Clock(Protocol):
         ...
 
     async def sleep(self, delay: timedelta) -> None:
-        """Wait until ``delay`` has passed on this clock (returns at once for non-positive delays)."""
+        """Wait until ``delay`` has passed on this clock (at once for non-positive delays)."""
         ...
 
 

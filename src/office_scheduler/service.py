@@ -220,6 +220,7 @@ class Service:
         Args:
             task_id: the task to work on.
             agent_id: who runs it; default the task's assignee.
+            idempotency_key: makes a retried call safe; a repeated key queues nothing.
 
         Raises:
             NotFoundError: no such task or agent.

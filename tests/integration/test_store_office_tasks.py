@@ -14,16 +14,16 @@ from office_scheduler.store.office import OfficeStore
 
 
 @dataclass(frozen=True, kw_only=True)
-class Office:
+class Tenant:
     workspace: Workspace
     project: Project
     agent: Agent
     other_agent: Agent
 
 
-def _office(store: OfficeStore, name: str, now: datetime) -> Office:
+def _tenant(store: OfficeStore, name: str, now: datetime) -> Tenant:
     ws = store.create_workspace(name=name, settings=WorkspaceSettings(), now=now)
-    return Office(
+    return Tenant(
         workspace=ws,
         project=store.create_project(workspace_id=ws.id, name="web", now=now),
         agent=store.create_agent(workspace_id=ws.id, name="dev", role=AgentRole.WORKER, now=now),
@@ -34,45 +34,45 @@ def _office(store: OfficeStore, name: str, now: datetime) -> Office:
 
 
 @pytest.fixture
-def office(office_store: OfficeStore, now: datetime) -> Office:
-    return _office(office_store, "acme", now)
+def acme(office_store: OfficeStore, now: datetime) -> Tenant:
+    return _tenant(office_store, "acme", now)
 
 
 @pytest.fixture
-def elsewhere(office_store: OfficeStore, now: datetime) -> Office:
-    return _office(office_store, "globex", now)
+def globex(office_store: OfficeStore, now: datetime) -> Tenant:
+    return _tenant(office_store, "globex", now)
 
 
-def _task(store: OfficeStore, office: Office, now: datetime, **kwargs: object) -> Task:
+def _task(store: OfficeStore, tenant: Tenant, now: datetime, **kwargs: object) -> Task:
     title = str(kwargs.pop("title", "task"))
-    return store.create_task(workspace_id=office.workspace.id, title=title, now=now, **kwargs)  # type: ignore[arg-type]
+    return store.create_task(workspace_id=tenant.workspace.id, title=title, now=now, **kwargs)  # type: ignore[arg-type]
 
 
 def test_create_task_with_everything(
-    office_store: OfficeStore, office: Office, now: datetime
+    office_store: OfficeStore, acme: Tenant, now: datetime
 ) -> None:
-    b1 = _task(office_store, office, now, title="b1")
-    b2 = _task(office_store, office, now, title="b2")
+    b1 = _task(office_store, acme, now, title="b1")
+    b2 = _task(office_store, acme, now, title="b2")
     task = office_store.create_task(
-        workspace_id=office.workspace.id,
+        workspace_id=acme.workspace.id,
         title="build",
         description="the site",
-        project_id=office.project.id,
-        assignee_agent_id=office.agent.id,
+        project_id=acme.project.id,
+        assignee_agent_id=acme.agent.id,
         state=TaskState.IN_PROGRESS,
         requires_approval=True,
-        reviewers=[office.other_agent.id],
-        approvers=[office.agent.id],
+        reviewers=[acme.other_agent.id],
+        approvers=[acme.agent.id],
         executor="claude",
         blocked_by=[b2.id, b1.id],
         now=now,
     )
-    assert task.workflow_id == office.workspace.office_workflow_id
-    assert task.project_id == office.project.id
+    assert task.workflow_id == acme.workspace.office_workflow_id
+    assert task.project_id == acme.project.id
     assert task.state is TaskState.IN_PROGRESS
     assert task.requires_approval is True
-    assert task.reviewers == (office.other_agent.id,)
-    assert task.approvers == (office.agent.id,)
+    assert task.reviewers == (acme.other_agent.id,)
+    assert task.approvers == (acme.agent.id,)
     assert task.blocked_by == tuple(sorted([b1.id, b2.id]))
     assert task.created_at == task.updated_at == now
     assert task.archived_at is None
@@ -85,34 +85,34 @@ def test_create_task_with_everything(
     assert missing.value.field == "task_id"
 
 
-def test_is_office_predicate(office_store: OfficeStore, office: Office, now: datetime) -> None:
-    on_office = _task(office_store, office, now)
-    kanban = _task(office_store, office, now, workflow=WorkflowKind.KANBAN)
+def test_is_office_predicate(office_store: OfficeStore, acme: Tenant, now: datetime) -> None:
+    on_office = _task(office_store, acme, now)
+    kanban = _task(office_store, acme, now, workflow=WorkflowKind.KANBAN)
     kanban_project = _task(
-        office_store, office, now, workflow=WorkflowKind.KANBAN, project_id=office.project.id
+        office_store, acme, now, workflow=WorkflowKind.KANBAN, project_id=acme.project.id
     )
-    routine = _task(office_store, office, now, workflow=WorkflowKind.ROUTINE)
+    routine = _task(office_store, acme, now, workflow=WorkflowKind.ROUTINE)
     assert on_office.is_office is True
     assert kanban.is_office is False
-    assert kanban.workflow_id == office.workspace.kanban_workflow_id
+    assert kanban.workflow_id == acme.workspace.kanban_workflow_id
     assert kanban_project.is_office is True
     assert routine.is_office is False
-    assert routine.workflow_id == office.workspace.routine_workflow_id
+    assert routine.workflow_id == acme.workspace.routine_workflow_id
     _, linked = office_store.update_task(
-        kanban.id, now=now, changes={"project_id": office.project.id}
+        kanban.id, now=now, changes={"project_id": acme.project.id}
     )
     assert linked.is_office is True
 
 
 def test_subtask_inherits_parent_project(
-    office_store: OfficeStore, office: Office, now: datetime
+    office_store: OfficeStore, acme: Tenant, now: datetime
 ) -> None:
-    parent = _task(office_store, office, now, project_id=office.project.id)
-    child = _task(office_store, office, now + timedelta(seconds=1), parent_id=parent.id)
+    parent = _task(office_store, acme, now, project_id=acme.project.id)
+    child = _task(office_store, acme, now + timedelta(seconds=1), parent_id=parent.id)
     assert child.parent_id == parent.id
-    assert child.project_id == office.project.id
-    other = office_store.create_project(workspace_id=office.workspace.id, name="api", now=now)
-    explicit = _task(office_store, office, now, parent_id=parent.id, project_id=other.id)
+    assert child.project_id == acme.project.id
+    other = office_store.create_project(workspace_id=acme.workspace.id, name="api", now=now)
+    explicit = _task(office_store, acme, now, parent_id=parent.id, project_id=other.id)
     assert explicit.project_id == other.id
     assert [t.id for t in office_store.list_children(parent.id)] == [explicit.id, child.id]
     assert office_store.list_children(child.id) == []
@@ -123,28 +123,28 @@ def test_subtask_inherits_parent_project(
     ["project_id", "parent_id", "assignee_agent_id", "reviewers", "approvers", "blocked_by"],
 )
 def test_create_task_references_must_be_in_workspace(
-    office_store: OfficeStore, office: Office, elsewhere: Office, now: datetime, field: str
+    office_store: OfficeStore, acme: Tenant, globex: Tenant, now: datetime, field: str
 ) -> None:
-    foreign_task = _task(office_store, elsewhere, now)
+    foreign_task = _task(office_store, globex, now)
     foreign = {
-        "project_id": elsewhere.project.id,
+        "project_id": globex.project.id,
         "parent_id": foreign_task.id,
-        "assignee_agent_id": elsewhere.agent.id,
-        "reviewers": [office.agent.id, elsewhere.agent.id],
-        "approvers": [elsewhere.other_agent.id],
+        "assignee_agent_id": globex.agent.id,
+        "reviewers": [acme.agent.id, globex.agent.id],
+        "approvers": [globex.other_agent.id],
         "blocked_by": [foreign_task.id],
     }
     with pytest.raises(NotFoundError) as err:
-        _task(office_store, office, now, **{field: foreign[field]})
+        _task(office_store, acme, now, **{field: foreign[field]})
     assert err.value.field == field
     with pytest.raises(NotFoundError) as missing:
-        _task(office_store, office, now, **{field: "missing" if "_id" in field else ["missing"]})
+        _task(office_store, acme, now, **{field: "missing" if "_id" in field else ["missing"]})
     assert missing.value.field == field
 
 
-def test_create_task_validation(office_store: OfficeStore, office: Office, now: datetime) -> None:
+def test_create_task_validation(office_store: OfficeStore, acme: Tenant, now: datetime) -> None:
     with pytest.raises(InvalidInputError) as blank:
-        _task(office_store, office, now, title="   ")
+        _task(office_store, acme, now, title="   ")
     assert blank.value.field == "title"
     with pytest.raises(NotFoundError) as no_ws:
         office_store.create_task(workspace_id="missing", title="t", now=now)
@@ -152,10 +152,10 @@ def test_create_task_validation(office_store: OfficeStore, office: Office, now: 
 
 
 def test_list_tasks_pagination_and_filters(
-    office_store: OfficeStore, office: Office, now: datetime
+    office_store: OfficeStore, acme: Tenant, now: datetime
 ) -> None:
     created = [
-        _task(office_store, office, now + timedelta(seconds=i // 2), title=f"t{i}")
+        _task(office_store, acme, now + timedelta(seconds=i // 2), title=f"t{i}")
         for i in range(7)  # pairs share a created_at: the id breaks the tie
     ]
     expected = sorted(created, key=lambda t: (t.created_at, t.id))
@@ -163,7 +163,7 @@ def test_list_tasks_pagination_and_filters(
     cursor: str | None = None
     pages = 0
     while True:
-        page = office_store.list_tasks(office.workspace.id, limit=3, cursor=cursor)
+        page = office_store.list_tasks(acme.workspace.id, limit=3, cursor=cursor)
         seen.extend(page.items)
         pages += 1
         cursor = page.next_cursor
@@ -173,19 +173,19 @@ def test_list_tasks_pagination_and_filters(
     assert [t.id for t in seen] == [t.id for t in expected]
 
     office_store.update_task(
-        created[0].id, now=now, changes={"assignee_agent_id": office.agent.id, "state": "DONE"}
+        created[0].id, now=now, changes={"assignee_agent_id": acme.agent.id, "state": "DONE"}
     )
     office_store.archive_task(created[1].id, now=now)
-    ws = office.workspace.id
+    ws = acme.workspace.id
     done = office_store.list_tasks(ws, state=TaskState.DONE).items
     assert [t.id for t in done] == [created[0].id]
-    mine = office_store.list_tasks(ws, assignee_agent_id=office.agent.id).items
+    mine = office_store.list_tasks(ws, assignee_agent_id=acme.agent.id).items
     assert [t.id for t in mine] == [created[0].id]
     assert len(office_store.list_tasks(ws).items) == 6
     assert len(office_store.list_tasks(ws, include_archived=True).items) == 7
-    child = _task(office_store, office, now, parent_id=created[2].id, project_id=office.project.id)
+    child = _task(office_store, acme, now, parent_id=created[2].id, project_id=acme.project.id)
     assert [t.id for t in office_store.list_tasks(ws, parent_id=created[2].id).items] == [child.id]
-    assert [t.id for t in office_store.list_tasks(ws, project_id=office.project.id).items] == [
+    assert [t.id for t in office_store.list_tasks(ws, project_id=acme.project.id).items] == [
         child.id
     ]
     assert office_store.list_tasks(ws, limit=10_000).next_cursor is None
@@ -200,15 +200,15 @@ def test_list_tasks_pagination_and_filters(
     ],
 )
 def test_list_tasks_bad_input(
-    office_store: OfficeStore, office: Office, kwargs: dict[str, object], field: str
+    office_store: OfficeStore, acme: Tenant, kwargs: dict[str, object], field: str
 ) -> None:
     with pytest.raises(InvalidInputError) as err:
-        office_store.list_tasks(office.workspace.id, **kwargs)  # type: ignore[arg-type]
+        office_store.list_tasks(acme.workspace.id, **kwargs)  # type: ignore[arg-type]
     assert err.value.field == field
 
 
-def test_update_task(office_store: OfficeStore, office: Office, now: datetime) -> None:
-    task = _task(office_store, office, now, assignee_agent_id=office.agent.id)
+def test_update_task(office_store: OfficeStore, acme: Tenant, now: datetime) -> None:
+    task = _task(office_store, acme, now, assignee_agent_id=acme.agent.id)
     later = now + timedelta(minutes=5)
     before, after = office_store.update_task(
         task.id,
@@ -219,10 +219,10 @@ def test_update_task(office_store: OfficeStore, office: Office, now: datetime) -
             "state": TaskState.IN_REVIEW,
             "assignee_agent_id": None,
             "requires_approval": True,
-            "reviewers": [office.other_agent.id],
-            "approvers": [office.agent.id],
+            "reviewers": [acme.other_agent.id],
+            "approvers": [acme.agent.id],
             "executor": "codex",
-            "project_id": office.project.id,
+            "project_id": acme.project.id,
         },
     )
     assert before == task
@@ -231,10 +231,10 @@ def test_update_task(office_store: OfficeStore, office: Office, now: datetime) -
     assert after.state is TaskState.IN_REVIEW
     assert after.assignee_agent_id is None
     assert after.requires_approval is True
-    assert after.reviewers == (office.other_agent.id,)
-    assert after.approvers == (office.agent.id,)
+    assert after.reviewers == (acme.other_agent.id,)
+    assert after.approvers == (acme.agent.id,)
     assert after.executor == "codex"
-    assert after.project_id == office.project.id
+    assert after.project_id == acme.project.id
     assert after.updated_at == later
     assert office_store.get_task(task.id) == after
     same_before, same_after = office_store.update_task(task.id, now=later, changes={})
@@ -254,13 +254,13 @@ def test_update_task(office_store: OfficeStore, office: Office, now: datetime) -
 )
 def test_update_task_errors(
     office_store: OfficeStore,
-    office: Office,
+    acme: Tenant,
     now: datetime,
     changes: dict[str, object],
     error: type[Exception],
     field: str,
 ) -> None:
-    task = _task(office_store, office, now)
+    task = _task(office_store, acme, now)
     with pytest.raises(error) as err:
         office_store.update_task(task.id, now=now, changes=changes)
     assert getattr(err.value, "field", None) == field
@@ -268,23 +268,19 @@ def test_update_task_errors(
 
 
 def test_update_task_rejects_agent_of_another_workspace(
-    office_store: OfficeStore, office: Office, elsewhere: Office, now: datetime
+    office_store: OfficeStore, acme: Tenant, globex: Tenant, now: datetime
 ) -> None:
-    task = _task(office_store, office, now)
+    task = _task(office_store, acme, now)
     with pytest.raises(NotFoundError) as err:
-        office_store.update_task(
-            task.id, now=now, changes={"assignee_agent_id": elsewhere.agent.id}
-        )
+        office_store.update_task(task.id, now=now, changes={"assignee_agent_id": globex.agent.id})
     assert err.value.field == "assignee_agent_id"
     with pytest.raises(NotFoundError) as missing:
         office_store.update_task("missing", now=now, changes={"title": "x"})
     assert missing.value.field == "task_id"
 
 
-def test_archive_task_is_idempotent(
-    office_store: OfficeStore, office: Office, now: datetime
-) -> None:
-    task = _task(office_store, office, now)
+def test_archive_task_is_idempotent(office_store: OfficeStore, acme: Tenant, now: datetime) -> None:
+    task = _task(office_store, acme, now)
     archived = office_store.archive_task(task.id, now=now + timedelta(hours=1))
     assert archived.archived_at == now + timedelta(hours=1)
     again = office_store.archive_task(task.id, now=now + timedelta(hours=2))
@@ -293,12 +289,10 @@ def test_archive_task_is_idempotent(
         office_store.archive_task("missing", now=now)
 
 
-def test_blockers(
-    office_store: OfficeStore, office: Office, elsewhere: Office, now: datetime
-) -> None:
-    a = _task(office_store, office, now, title="a")
-    b = _task(office_store, office, now, title="b")
-    c = _task(office_store, office, now, title="c")
+def test_blockers(office_store: OfficeStore, acme: Tenant, globex: Tenant, now: datetime) -> None:
+    a = _task(office_store, acme, now, title="a")
+    b = _task(office_store, acme, now, title="b")
+    c = _task(office_store, acme, now, title="c")
     after_add = office_store.add_blocker(a.id, b.id, now=now)
     assert after_add.blocked_by == (b.id,)
     assert office_store.add_blocker(a.id, b.id, now=now) == after_add  # idempotent
@@ -310,7 +304,7 @@ def test_blockers(
     with pytest.raises(InvalidInputError) as cycle:
         office_store.add_blocker(c.id, a.id, now=now)  # a waits on b waits on c
     assert cycle.value.field == "blocker_task_id"
-    foreign = _task(office_store, elsewhere, now)
+    foreign = _task(office_store, globex, now)
     with pytest.raises(NotFoundError) as other_ws:
         office_store.add_blocker(a.id, foreign.id, now=now)
     assert other_ws.value.field == "blocker_task_id"
@@ -320,6 +314,8 @@ def test_blockers(
 
     office_store.add_blocker(a.id, c.id, now=now)
     assert office_store.get_task(a.id).blocked_by == tuple(sorted([b.id, c.id]))
+    assert [t.id for t in office_store.list_blocked_by(c.id)] == sorted([a.id, b.id])
+    assert office_store.list_blocked_by(a.id) == []
     assert office_store.open_blocker_ids(a.id) == sorted([b.id, c.id])
     office_store.update_task(c.id, now=now, changes={"state": TaskState.DONE})
     assert office_store.open_blocker_ids(a.id) == [b.id]
@@ -332,21 +328,19 @@ def test_blockers(
         office_store.open_blocker_ids("missing")
 
 
-def test_count_actionable_tasks(office_store: OfficeStore, office: Office, now: datetime) -> None:
-    agent = office.agent.id
+def test_count_actionable_tasks(office_store: OfficeStore, acme: Tenant, now: datetime) -> None:
+    agent = acme.agent.id
     assert office_store.count_actionable_tasks(agent) == 0
     for state in TaskState:
-        _task(office_store, office, now, assignee_agent_id=agent, state=state)
-    archived = _task(office_store, office, now, assignee_agent_id=agent)
+        _task(office_store, acme, now, assignee_agent_id=agent, state=state)
+    archived = _task(office_store, acme, now, assignee_agent_id=agent)
     office_store.archive_task(archived.id, now=now)
-    _task(office_store, office, now, assignee_agent_id=office.other_agent.id)
+    _task(office_store, acme, now, assignee_agent_id=acme.other_agent.id)
     assert office_store.count_actionable_tasks(agent) == 2  # one TODO, one IN_PROGRESS
 
 
-def test_comments(
-    office_store: OfficeStore, office: Office, elsewhere: Office, now: datetime
-) -> None:
-    task = _task(office_store, office, now)
+def test_comments(office_store: OfficeStore, acme: Tenant, globex: Tenant, now: datetime) -> None:
+    task = _task(office_store, acme, now)
     late = office_store.add_comment(
         task_id=task.id,
         body="second",
@@ -358,11 +352,11 @@ def test_comments(
         task_id=task.id,
         body="  first\n",
         author_kind=AuthorKind.AGENT,
-        author_agent_id=office.agent.id,
+        author_agent_id=acme.agent.id,
         now=now,
     )
     assert early.body == "  first\n"
-    assert early.workspace_id == office.workspace.id
+    assert early.workspace_id == acme.workspace.id
     assert early.author_kind is AuthorKind.AGENT
     assert office_store.get_comment(early.id) == early
     assert office_store.list_comments(task.id) == [early, late]
@@ -372,7 +366,7 @@ def test_comments(
             "task_id": task.id,
             "body": "hi",
             "author_kind": AuthorKind.AGENT,
-            "author_agent_id": office.agent.id,
+            "author_agent_id": acme.agent.id,
             "now": now,
             **kwargs,
         }
@@ -382,7 +376,7 @@ def test_comments(
         add(body=" ")
     assert blank.value.field == "body"
     with pytest.raises(NotFoundError) as foreign:
-        add(author_agent_id=elsewhere.agent.id)
+        add(author_agent_id=globex.agent.id)
     assert foreign.value.field == "author_agent_id"
     with pytest.raises(InvalidInputError) as anonymous_agent:
         add(author_agent_id=None)

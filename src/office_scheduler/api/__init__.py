@@ -1,4 +1,4 @@
-"""The HTTP API (FastAPI) under ``/api/v1``: a thin layer over :class:`~office_scheduler.service.Service`."""
+"""The HTTP API (FastAPI) under ``/api/v1``: a thin layer over the service."""
 
 from __future__ import annotations
 

@@ -6,8 +6,9 @@ rejected (422 naming the field) so that a typo never silently does nothing.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -67,8 +68,8 @@ class ExecutorIn(Request):
     argv: Annotated[list[Arg], Field(max_length=MAX_ITEMS)] = Field(default_factory=list)
     env: Annotated[dict[EnvName, Arg], Field(max_length=MAX_ITEMS)] = Field(default_factory=dict)
     cwd: PathText | None = None
-    timeout_s: float = Field(3600.0, gt=0, le=MAX_SESSION_S)
-    inactivity_timeout_s: float = Field(600.0, gt=0, le=MAX_SESSION_S)
+    timeout_s: float = Field(default=3600.0, gt=0, le=MAX_SESSION_S)
+    inactivity_timeout_s: float = Field(default=600.0, gt=0, le=MAX_SESSION_S)
     pass_env: Annotated[list[EnvName], Field(max_length=MAX_ITEMS)] | None = None
 
     def to_config(self, name: str, *, keep_env: dict[str, str] | None = None) -> ExecutorConfig:
@@ -92,16 +93,7 @@ class ExecutorIn(Request):
         )
         if self.pass_env is None:
             return config
-        return ExecutorConfig(
-            name=name,
-            kind=config.kind,
-            argv=config.argv,
-            env=config.env,
-            cwd=config.cwd,
-            timeout_s=config.timeout_s,
-            inactivity_timeout_s=config.inactivity_timeout_s,
-            pass_env=tuple(self.pass_env),
-        )
+        return replace(config, pass_env=tuple(self.pass_env))
 
 
 ExecutorMap = Annotated[dict[Name, ExecutorIn], Field(max_length=MAX_ITEMS)]
@@ -114,8 +106,8 @@ class SettingsPatch(Request):
     the keys, so a read-modify-write does not erase secrets).
     """
 
-    coalesce_window_s: float | None = Field(None, ge=0, le=3600)
-    recovery_lookback_hours: int | None = Field(None, ge=1, le=720)
+    coalesce_window_s: float | None = Field(default=None, ge=0, le=3600)
+    recovery_lookback_hours: int | None = Field(default=None, ge=1, le=720)
     default_executor: Name | None = None
     executors: ExecutorMap | None = None
 
@@ -132,9 +124,7 @@ class SettingsPatch(Request):
         executors = current.executors
         if self.executors is not None:
             executors = {
-                name: config.to_config(
-                    name, keep_env=_env_of(current.executors.get(name))
-                )
+                name: config.to_config(name, keep_env=_env_of(current.executors.get(name)))
                 for name, config in self.executors.items()
             }
         return WorkspaceSettings(
@@ -154,8 +144,8 @@ def _env_of(config: ExecutorConfig | None) -> dict[str, str] | None:
 class SettingsIn(Request):
     """Workspace settings for a new workspace (defaults as documented in DESIGN §5)."""
 
-    coalesce_window_s: float = Field(5.0, ge=0, le=3600)
-    recovery_lookback_hours: int = Field(24, ge=1, le=720)
+    coalesce_window_s: float = Field(default=5.0, ge=0, le=3600)
+    recovery_lookback_hours: int = Field(default=24, ge=1, le=720)
     default_executor: Name | None = None
     executors: ExecutorMap = Field(default_factory=dict)
 
@@ -202,7 +192,7 @@ class ProjectPatch(Request):
     executor: Name | None = None
     repos: Annotated[list[PathText], Field(max_length=MAX_ITEMS)] | None = None
 
-    NULLABLE = frozenset({"directory", "executor"})
+    NULLABLE: ClassVar[frozenset[str]] = frozenset({"directory", "executor"})
 
 
 class AgentCreate(Request):
@@ -212,8 +202,8 @@ class AgentCreate(Request):
     role: AgentRole = AgentRole.WORKER
     status: AgentStatus = AgentStatus.IDLE
     instructions: Text = ""
-    max_concurrent_sessions: int = Field(1, ge=1, le=100)
-    cooldown_s: float = Field(10.0, ge=0, le=7 * 86_400)
+    max_concurrent_sessions: int = Field(default=1, ge=1, le=100)
+    cooldown_s: float = Field(default=10.0, ge=0, le=7 * 86_400)
     skip_idle_wakeups: bool | None = None
     executor: Name | None = None
 
@@ -228,12 +218,12 @@ class AgentPatch(Request):
     role: AgentRole | None = None
     status: AgentStatus | None = None
     instructions: Text | None = None
-    max_concurrent_sessions: int | None = Field(None, ge=1, le=100)
-    cooldown_s: float | None = Field(None, ge=0, le=7 * 86_400)
+    max_concurrent_sessions: int | None = Field(default=None, ge=1, le=100)
+    cooldown_s: float | None = Field(default=None, ge=0, le=7 * 86_400)
     skip_idle_wakeups: bool | None = None
     executor: Name | None = None
 
-    NULLABLE = frozenset({"executor", "skip_idle_wakeups"})
+    NULLABLE: ClassVar[frozenset[str]] = frozenset({"executor", "skip_idle_wakeups"})
 
 
 class WakeIn(Request):
@@ -279,7 +269,7 @@ class TaskPatch(Request):
     executor: Name | None = None
     project_id: EntityId | None = None
 
-    NULLABLE = frozenset({"assignee_agent_id", "executor", "project_id"})
+    NULLABLE: ClassVar[frozenset[str]] = frozenset({"assignee_agent_id", "executor", "project_id"})
 
 
 class BlockerIn(Request):

@@ -69,7 +69,7 @@ class WorkflowKind(StrEnum):
 
 
 class WakeSource(StrEnum):
-    """Why an agent is woken (specification "Wakeup sources"), plus the explicit queue-run."""
+    """Why an agent is woken (specification "Wakeup sources") plus the explicit queue-run."""
 
     ROUTINE = "routine"
     COMMENT = "comment"

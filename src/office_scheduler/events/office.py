@@ -51,8 +51,11 @@ class OfficeSubscribers:
         await self._wake_assigned(task, key=f"task_assigned:{task.id}:{task.assignee_agent_id}")
 
     async def on_task_updated(self, event: TaskUpdated) -> None:
-        """Assignee set or changed → ``task_assigned``; reaching a terminal state resolves
-        blockers of other tasks and may complete the parent's children."""
+        """React to a task change.
+
+        Assignee set or changed → ``task_assigned``; reaching a terminal state resolves
+        blockers of other tasks and may complete the parent's children.
+        """
         before, after = event.before, event.after
         if after.assignee_agent_id != before.assignee_agent_id and _wakeable(after):
             stamp = int(after.updated_at.timestamp() * 1000)

@@ -143,5 +143,3 @@ async def checkout(ctx: RunContext, call_next: Next) -> None:
         await ctx.end(RunStatus.FINISHED, RunReason.CHECKOUT_CONFLICT)
         return
     await call_next()
-
-

@@ -1,5 +1,7 @@
-"""Steps that build the prompt, pick the executor, open the session and launch it
-(DESIGN §6 steps 8-12)."""
+"""Steps that build the prompt, pick the executor, open the session and launch it.
+
+DESIGN §6 steps 8-12.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ async def build_context(ctx: RunContext, call_next: Next) -> None:
 
 
 async def _build_prompt(ctx: RunContext) -> None:
-    assert ctx.agent is not None and ctx.workspace is not None
+    assert ctx.agent is not None
+    assert ctx.workspace is not None
     office = ctx.deps.store.office
     run = await asyncio.to_thread(ctx.deps.store.queue.get_run, ctx.run.id)
     comments: list[Any] = []
@@ -62,7 +65,8 @@ async def _build_prompt(ctx: RunContext) -> None:
 
 
 def _pick_executor(ctx: RunContext) -> tuple[str | None, str]:
-    assert ctx.agent is not None and ctx.workspace is not None
+    assert ctx.agent is not None
+    assert ctx.workspace is not None
     choices = [
         (ctx.task.executor if ctx.task else None, "task"),
         (ctx.agent.executor, "agent"),
@@ -81,7 +85,8 @@ async def resolve_executor(ctx: RunContext, call_next: Next) -> None:
     No executor, or a name with no definition or no implementation, is a configuration
     error: the run fails with a clear message and an inbox item, and is not retried.
     """
-    assert ctx.workspace is not None and ctx.agent is not None
+    assert ctx.workspace is not None
+    assert ctx.agent is not None
     name, origin = _pick_executor(ctx)
     problem: str | None = None
     if name is None:
@@ -199,7 +204,9 @@ def _environment(ctx: RunContext, config: ExecutorConfig, token: str) -> dict[st
 async def launch(ctx: RunContext, call_next: Next) -> None:
     """Start the session (``running``), stream its output into the run log, record the end."""
     config = ctx.executor_config
-    assert config is not None and ctx.session is not None and ctx.agent is not None
+    assert config is not None
+    assert ctx.session is not None
+    assert ctx.agent is not None
     deps = ctx.deps
     if not await _mark_running(ctx, config):
         return

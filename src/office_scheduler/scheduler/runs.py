@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import structlog
 
@@ -16,7 +17,7 @@ from office_scheduler.store.facade import Store
 
 log = structlog.get_logger(__name__)
 
-Process = Callable[[Run], Awaitable[None]]
+Process = Callable[[Run], Coroutine[Any, Any, None]]
 
 
 class RunsLoop:
@@ -95,8 +96,14 @@ class RunsLoop:
         for run in runs:
             task = asyncio.create_task(self._process(run), name=f"run-{run.id}")
             self._inflight[run.id] = task
-            task.add_done_callback(lambda _t, run_id=run.id: self._inflight.pop(run_id, None))
+            task.add_done_callback(self._forget(run.id))
         return len(runs)
+
+    def _forget(self, run_id: int) -> Callable[[asyncio.Task[None]], None]:
+        def done(_task: asyncio.Task[None]) -> None:
+            self._inflight.pop(run_id, None)
+
+        return done
 
     async def drain(self) -> None:
         """Process everything due at the clock's current time, then return (tests, demo)."""

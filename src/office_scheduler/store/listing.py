@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.domain.models import Run, WakeupRequest
 from office_scheduler.domain.status import RunStatus, WakeSource, WakeupStatus
 from office_scheduler.store.engine import Database
@@ -18,6 +19,9 @@ from office_scheduler.store.rows import run_from_row, wakeup_from_row
 from office_scheduler.store.schema import runs, wakeup_requests
 from office_scheduler.store.sql import all_rows
 from office_scheduler.store.validation import enum_value
+
+#: Largest id a cursor may name (a signed 64-bit integer, like the id columns).
+MAX_ID = 2**63 - 1
 
 
 def _run_key(run: Run) -> tuple[int]:
@@ -35,6 +39,8 @@ def _before_cursor(
     if cursor is None:
         return query
     (before_id,) = decode_cursor(cursor, (int,))
+    if not 0 < before_id <= MAX_ID:
+        raise InvalidInputError(f"invalid cursor {cursor!r}", field="cursor")
     return query.where(id_column < before_id)
 
 

@@ -54,7 +54,7 @@ def _insert(conn: Connection) -> Any:
     return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
 
 
-def _lock_agent(conn: Connection, agent_id: str) -> Mapping[str, Any]:
+def _lock_agent(conn: Connection, agent_id: str) -> Mapping[Any, Any]:
     row = (
         conn.execute(sa.select(agents).where(agents.c.id == agent_id).with_for_update())
         .mappings()
@@ -499,13 +499,15 @@ class QueueStore:
 
     def next_due_at(self) -> datetime | None:
         """The earliest ``not_before`` of any queued run, or ``None`` when none is queued."""
+        query = (
+            sa.select(runs.c.not_before)
+            .where(runs.c.status == RunStatus.QUEUED.value)
+            .order_by(runs.c.not_before)
+            .limit(1)
+        )
         with self._db.read() as conn:
-            value: datetime | None = conn.execute(
-                sa.select(sa.func.min(runs.c.not_before)).where(
-                    runs.c.status == RunStatus.QUEUED.value
-                )
-            ).scalar()
-        return runs.c.not_before.type.process_result_value(value, self._db.writer.dialect)  # type: ignore[attr-defined]
+            value: datetime | None = conn.execute(query).scalar()
+        return value
 
 
 def _release_checkouts(conn: Connection, run_ids: Sequence[int]) -> None:

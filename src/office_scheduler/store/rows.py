@@ -39,7 +39,7 @@ from office_scheduler.domain.status import (
     WakeupStatus,
 )
 
-Row = Mapping[str, Any]
+Row = Mapping[Any, Any]
 
 
 def executor_to_json(config: ExecutorConfig) -> dict[str, Any]:
@@ -174,7 +174,6 @@ def context_to_json(entry: ContextEntry) -> dict[str, Any]:
 
 def context_from_json(data: Mapping[str, Any]) -> ContextEntry:
     """One merged wake from ``runs.context_snapshot``."""
-
     return ContextEntry(
         request_id=int(data["request_id"]),
         source=WakeSource(data["source"]),

@@ -25,7 +25,9 @@ def _id(name: str = "id") -> sa.Column[object]:
     return sa.Column(name, sa.String(40), primary_key=True)
 
 
-def _ref(name: str, target: str, *, nullable: bool = False, cascade: bool = True) -> sa.Column[object]:
+def _ref(
+    name: str, target: str, *, nullable: bool = False, cascade: bool = True
+) -> sa.Column[object]:
     ondelete = "CASCADE" if cascade else "SET NULL"
     return sa.Column(name, sa.ForeignKey(target, ondelete=ondelete), nullable=nullable)
 

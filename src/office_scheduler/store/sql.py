@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import ConflictError, NotFoundError
+from office_scheduler.store.rows import Row
 
-Row = Mapping[str, Any]
+__all__ = ["Row", "all_rows", "first_row", "missing_reference", "unique_conflict"]
 
 
 def first_row(conn: Connection, query: sa.Executable) -> Row | None:

@@ -1,0 +1,48 @@
+"""The FastAPI application over a :class:`~office_scheduler.service.Service`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from office_scheduler import __version__
+from office_scheduler.api.errors import install_error_handlers
+from office_scheduler.api.routes import api_router
+from office_scheduler.service import Service
+
+
+def create_app(service: Service, *, lifespan_manages_service: bool = False) -> FastAPI:
+    """Build the HTTP API (OpenAPI at ``/docs``) for ``service``.
+
+    Args:
+        service: the scheduler service the handlers call.
+        lifespan_manages_service: when true, the app's lifespan starts the service's loops
+            (``await service.start()``) and closes it on shutdown (``await service.close()``);
+            otherwise the caller owns the service's lifecycle.
+
+    Returns:
+        The application; ``app.state.service`` is ``service``.
+    """
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if lifespan_manages_service:
+            await service.start()
+        try:
+            yield
+        finally:
+            if lifespan_manages_service:
+                await service.close()
+
+    app = FastAPI(
+        title="Office Scheduler",
+        version=__version__,
+        description="Wakes an office of AI coding agents; every wake runs exactly once.",
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    install_error_handlers(app)
+    app.include_router(api_router)
+    return app

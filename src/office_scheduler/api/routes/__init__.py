@@ -1,0 +1,22 @@
+"""Route modules of the HTTP API, gathered into one router."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from office_scheduler.api.routes import (
+    agents,
+    comments,
+    health,
+    projects,
+    queue,
+    tasks,
+    workspaces,
+)
+
+__all__ = ["api_router"]
+
+api_router = APIRouter()
+api_router.include_router(health.router)
+for _module in (workspaces, projects, agents, tasks, comments, queue):
+    api_router.include_router(_module.router, prefix="/api/v1")

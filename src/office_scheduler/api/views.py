@@ -1,0 +1,375 @@
+"""Response models of the HTTP API and their construction from domain records.
+
+Domain dataclasses are never serialised directly: each response names exactly what it
+shows. Instants are ISO-8601 UTC with ``Z``; enums are their string values; token hashes
+never appear and executors show only the *names* of their environment variables.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, PlainSerializer, WithJsonSchema
+
+from office_scheduler.domain.models import (
+    Agent,
+    ExecutorConfig,
+    Run,
+    Workspace,
+    WorkspaceSettings,
+)
+from office_scheduler.domain.status import (
+    AgentRole,
+    AgentStatus,
+    AuthorKind,
+    Classification,
+    InboxKind,
+    InboxStatus,
+    IntakeOutcome,
+    RunReason,
+    RunStatus,
+    TaskState,
+    WakeSource,
+    WakeupStatus,
+)
+from office_scheduler.store.queue import IntakeResult
+
+T = TypeVar("T")
+
+
+def iso_z(value: datetime) -> str:
+    """Format an aware instant as ISO-8601 UTC with a ``Z`` suffix."""
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+Timestamp = Annotated[
+    datetime,
+    PlainSerializer(iso_z, return_type=str),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+
+
+class View(BaseModel):
+    """Base of responses; built from domain records by attribute."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+
+class ListOut(BaseModel, Generic[T]):
+    """A page of a listing; pass ``next_cursor`` back as ``cursor`` for the next one."""
+
+    items: list[T]
+    next_cursor: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """What went wrong; ``field`` names the input at fault, when one is."""
+
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorOut(BaseModel):
+    """Every 4xx/5xx response body."""
+
+    error: ErrorBody
+
+
+class ExecutorOut(View):
+    """An executor definition; ``env_keys`` lists the variables it sets (values are secret)."""
+
+    name: str
+    kind: str
+    argv: list[str]
+    env_keys: list[str]
+    cwd: str | None
+    timeout_s: float
+    inactivity_timeout_s: float
+    pass_env: list[str]
+
+    @classmethod
+    def of(cls, config: ExecutorConfig) -> ExecutorOut:
+        """The view of ``config`` (without the environment's values)."""
+        return cls(
+            name=config.name,
+            kind=config.kind,
+            argv=list(config.argv),
+            env_keys=sorted(config.env),
+            cwd=config.cwd,
+            timeout_s=config.timeout_s,
+            inactivity_timeout_s=config.inactivity_timeout_s,
+            pass_env=list(config.pass_env),
+        )
+
+
+class SettingsOut(View):
+    """A workspace's scheduling settings."""
+
+    coalesce_window_s: float
+    recovery_lookback_hours: int
+    default_executor: str | None
+    executors: dict[str, ExecutorOut]
+
+    @classmethod
+    def of(cls, settings: WorkspaceSettings) -> SettingsOut:
+        """The view of ``settings``."""
+        return cls(
+            coalesce_window_s=settings.coalesce_window.total_seconds(),
+            recovery_lookback_hours=settings.recovery_lookback_hours,
+            default_executor=settings.default_executor,
+            executors={name: ExecutorOut.of(cfg) for name, cfg in settings.executors.items()},
+        )
+
+
+class WorkspaceOut(View):
+    """A workspace."""
+
+    id: str
+    name: str
+    description: str
+    office_workflow_id: str
+    kanban_workflow_id: str
+    settings: SettingsOut
+    created_at: Timestamp
+
+    @classmethod
+    def of(cls, workspace: Workspace) -> WorkspaceOut:
+        """The view of ``workspace``."""
+        return cls(
+            id=workspace.id,
+            name=workspace.name,
+            description=workspace.description,
+            office_workflow_id=workspace.office_workflow_id,
+            kanban_workflow_id=workspace.kanban_workflow_id,
+            settings=SettingsOut.of(workspace.settings),
+            created_at=workspace.created_at,
+        )
+
+
+class ProjectOut(View):
+    """A project."""
+
+    id: str
+    workspace_id: str
+    name: str
+    description: str
+    directory: str | None
+    executor: str | None
+    repos: list[str]
+    created_at: Timestamp
+
+
+class AgentOut(View):
+    """An agent."""
+
+    id: str
+    workspace_id: str
+    name: str
+    role: AgentRole
+    status: AgentStatus
+    instructions: str
+    max_concurrent_sessions: int
+    cooldown_s: float
+    skip_idle_wakeups: bool
+    executor: str | None
+    last_wakeup_finished_at: Timestamp | None
+    created_at: Timestamp
+
+    @classmethod
+    def of(cls, agent: Agent) -> AgentOut:
+        """The view of ``agent``."""
+        return cls(
+            id=agent.id,
+            workspace_id=agent.workspace_id,
+            name=agent.name,
+            role=agent.role,
+            status=agent.status,
+            instructions=agent.instructions,
+            max_concurrent_sessions=agent.max_concurrent_sessions,
+            cooldown_s=agent.cooldown.total_seconds(),
+            skip_idle_wakeups=agent.skip_idle_wakeups,
+            executor=agent.executor,
+            last_wakeup_finished_at=agent.last_wakeup_finished_at,
+            created_at=agent.created_at,
+        )
+
+
+class TaskOut(View):
+    """A task; ``is_office`` tells whether it gets autonomous wakes."""
+
+    id: str
+    workspace_id: str
+    workflow_id: str
+    project_id: str | None
+    parent_id: str | None
+    title: str
+    description: str
+    state: TaskState
+    assignee_agent_id: str | None
+    checkout_agent_id: str | None
+    checkout_run_id: int | None
+    checkout_at: Timestamp | None
+    requires_approval: bool
+    reviewers: list[str]
+    approvers: list[str]
+    executor: str | None
+    blocked_by: list[str]
+    is_office: bool
+    archived_at: Timestamp | None
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class TaskDetailOut(TaskOut):
+    """A task with the ids of its subtasks and the number of its comments."""
+
+    children: list[str]
+    comments_count: int
+
+
+class CommentOut(View):
+    """A comment on a task."""
+
+    id: str
+    task_id: str
+    workspace_id: str
+    author_kind: AuthorKind
+    author_agent_id: str | None
+    body: str
+    created_at: Timestamp
+
+
+class WakeupOut(View):
+    """A wakeup request: why an agent was woken and which run it created or joined."""
+
+    id: int
+    workspace_id: str
+    agent_id: str
+    task_id: str | None
+    source: WakeSource
+    classification: Classification
+    payload: dict[str, Any]
+    idempotency_key: str | None
+    status: WakeupStatus
+    status_reason: str | None
+    run_id: int | None
+    requested_at: Timestamp
+
+
+class ContextEntryOut(View):
+    """One wake merged into a run."""
+
+    request_id: int
+    source: WakeSource
+    payload: dict[str, Any]
+    requested_at: Timestamp
+
+
+class RunOut(View):
+    """A run (the prompt is shown by ``GET /api/v1/runs/{id}`` only)."""
+
+    id: int
+    workspace_id: str
+    agent_id: str
+    task_id: str | None
+    source: WakeSource
+    classification: Classification
+    status: RunStatus
+    reason: RunReason | None
+    error: str | None
+    idempotency_key: str | None
+    context: list[ContextEntryOut]
+    context_version: int
+    coalesced_count: int
+    requested_at: Timestamp
+    not_before: Timestamp
+    claimed_at: Timestamp | None
+    claimed_by: str | None
+    lease_expires_at: Timestamp | None
+    started_at: Timestamp | None
+    finished_at: Timestamp | None
+    retry_count: int
+    executor: str | None
+    result: dict[str, Any] | None
+    usage: dict[str, Any] | None
+    pid: int | None
+    exit_code: int | None
+    session_id: str | None
+
+
+class RunEventOut(View):
+    """One line of a run's event log."""
+
+    id: int
+    run_id: int
+    at: Timestamp
+    kind: str
+    message: str
+    data: dict[str, Any]
+
+
+class RunDetailOut(RunOut):
+    """A run with its prompt and its event log."""
+
+    prompt: str | None
+    events: list[RunEventOut]
+
+
+class IntakeOut(BaseModel):
+    """What a wake or queue-run request did: the request, its run, and the outcome."""
+
+    wakeup: WakeupOut
+    run_id: int | None
+    outcome: IntakeOutcome
+
+    @classmethod
+    def of(cls, result: IntakeResult) -> IntakeOut:
+        """The view of an intake result."""
+        return cls(
+            wakeup=WakeupOut.model_validate(result.request),
+            run_id=None if result.run is None else result.run.id,
+            outcome=result.outcome,
+        )
+
+
+class ActivityOut(View):
+    """An entry of a workspace's activity log."""
+
+    id: int
+    workspace_id: str
+    at: Timestamp
+    kind: str
+    agent_id: str | None
+    task_id: str | None
+    run_id: int | None
+    message: str
+    data: dict[str, Any]
+
+
+class InboxOut(View):
+    """An inbox item for the people of a workspace."""
+
+    id: int
+    workspace_id: str
+    kind: InboxKind
+    status: InboxStatus
+    title: str
+    body: str
+    data: dict[str, Any]
+    created_at: Timestamp
+
+
+class HealthOut(BaseModel):
+    """``GET /healthz``."""
+
+    status: str
+    database: str
+    loops: dict[str, Any]
+
+
+def run_detail(run: Run, events: list[RunEventOut]) -> RunDetailOut:
+    """The detailed view of a run with its events."""
+    base = dict(RunOut.model_validate(run))
+    return RunDetailOut(**base, prompt=run.prompt, events=events)

@@ -1,0 +1,261 @@
+"""Reading and validating a config directory (``office.yml``, ``agents/``, ``projects/``)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from datetime import timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from office_scheduler.domain.errors import InvalidInputError
+from office_scheduler.domain.models import ExecutorConfig, WorkspaceSettings
+from office_scheduler.domain.status import AgentRole, AgentStatus
+from office_scheduler.files.model import AgentSpec, OfficeConfig, ProjectSpec
+
+EXECUTOR_KINDS = ("command", "acp")
+_DEFAULT_PASS_ENV = ExecutorConfig(name="default").pass_env
+
+
+class _Fields:
+    """Typed, validated access to one YAML mapping; errors name ``file: key``."""
+
+    def __init__(self, data: object, where: str, prefix: str = "") -> None:
+        self.where, self.prefix = where, prefix
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise self.error("", "must be a mapping")
+        self.data: dict[Any, Any] = data
+        self._seen: set[str] = set()
+
+    def error(self, key: str, message: str) -> InvalidInputError:
+        name = f"{self.prefix}{key}".rstrip(".")
+        label = f"{self.where}: {name}" if name else self.where
+        return InvalidInputError(f"{label}: {message}", field=label)
+
+    def get(self, key: str) -> object:
+        self._seen.add(key)
+        return self.data.get(key)
+
+    def text(self, key: str, default: str = "", *, required: bool = False) -> str:
+        value = self.get(key)
+        if value is None and not required:
+            return default
+        if not isinstance(value, str) or (required and not value.strip()):
+            raise self.error(key, "must be a non-empty string" if required else "must be a string")
+        return value.strip() if required else value
+
+    def optional_text(self, key: str) -> str | None:
+        value = self.get(key)
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise self.error(key, "must be a string")
+        return value
+
+    def number(self, key: str, default: float, *, minimum: float = 0.0) -> float:
+        value = self.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
+            raise self.error(key, f"must be a number >= {minimum:g}")
+        return float(value)
+
+    def integer(self, key: str, default: int, *, minimum: int, maximum: int) -> int:
+        value = self.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            raise self.error(key, f"must be an integer in {minimum}..{maximum}")
+        return value
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.error(key, "must be true or false")
+        return value
+
+    def strings(self, key: str, default: Sequence[str] = ()) -> tuple[str, ...]:
+        value = self.get(key)
+        if value is None:
+            return tuple(default)
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise self.error(key, "must be a list of strings")
+        return tuple(value)
+
+    def choice(self, key: str, enum: type[StrEnum], default: str | None = None) -> str:
+        value = self.get(key)
+        if value is None and default is not None:
+            return default
+        allowed = [member.value for member in enum]
+        if value not in allowed:
+            raise self.error(key, f"must be one of {', '.join(allowed)}")
+        return str(value)
+
+    def done(self) -> None:
+        unknown = sorted(str(key) for key in self.data if str(key) not in self._seen)
+        if unknown:
+            raise self.error(unknown[0], "unknown key")
+
+
+def _read_yaml(path: Path, where: str) -> object:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidInputError(f"{where}: file not found in {path.parent}", field=where) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"{where}: cannot read: {exc}", field=where) from None
+    except yaml.YAMLError as exc:
+        where_line = getattr(exc, "problem_mark", None)
+        line = f" (line {where_line.line + 1})" if where_line is not None else ""
+        raise InvalidInputError(f"{where}: invalid YAML{line}", field=where) from None
+
+
+def _resolve_arg(arg: str, root: Path) -> str:
+    arg = arg.replace("{python}", sys.executable)
+    if arg.startswith(("./", "../")):
+        return str((root / arg).resolve())
+    return arg
+
+
+def _executor(name: str, data: object, root: Path) -> ExecutorConfig:
+    spec = _Fields(data, "office.yml", f"executors.{name}.")
+    kind = spec.text("kind", "command")
+    if kind not in EXECUTOR_KINDS:
+        raise spec.error("kind", f"must be one of {', '.join(EXECUTOR_KINDS)}")
+    argv = tuple(_resolve_arg(arg, root) for arg in spec.strings("argv"))
+    env_data = spec.get("env") or {}
+    if not isinstance(env_data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str | int | float) and not isinstance(v, bool)
+        for k, v in env_data.items()
+    ):
+        raise spec.error("env", "must map names to string values")
+    config = ExecutorConfig(
+        name=name,
+        kind=kind,
+        argv=argv,
+        env={str(k): str(v) for k, v in env_data.items()},
+        cwd=spec.optional_text("cwd"),
+        timeout_s=spec.number("timeout_s", 3600.0, minimum=1),
+        inactivity_timeout_s=spec.number("inactivity_timeout_s", 600.0, minimum=1),
+        pass_env=spec.strings("pass_env", _DEFAULT_PASS_ENV),
+    )
+    spec.done()
+    if kind == "command" and not argv:
+        raise spec.error("argv", "a command executor needs a non-empty argv")
+    return config
+
+
+def _agent(path: Path, where: str) -> AgentSpec:
+    spec = _Fields(_read_yaml(path, where), where)
+    role = AgentRole(spec.choice("role", AgentRole))
+    agent = AgentSpec(
+        name=spec.text("name", path.stem) or path.stem,
+        role=role,
+        instructions=spec.text("instructions"),
+        max_concurrent_sessions=spec.integer("max_concurrent_sessions", 1, minimum=1, maximum=1000),
+        cooldown_s=spec.number("cooldown_s", 10.0),
+        skip_idle_wakeups=spec.boolean("skip_idle_wakeups", role.default_skip_idle_wakeups),
+        executor=spec.optional_text("executor"),
+        status=AgentStatus(spec.choice("status", AgentStatus, AgentStatus.IDLE.value)),
+    )
+    spec.done()
+    return agent
+
+
+def _project(path: Path, where: str, root: Path) -> ProjectSpec:
+    spec = _Fields(_read_yaml(path, where), where)
+    directory = spec.optional_text("directory")
+    if directory is not None:
+        directory = str((root / Path(directory).expanduser()).resolve())
+    project = ProjectSpec(
+        name=spec.text("name", path.stem) or path.stem,
+        description=spec.text("description"),
+        directory=directory,
+        executor=spec.optional_text("executor"),
+        repos=spec.strings("repos"),
+    )
+    spec.done()
+    return project
+
+
+def _entity_files(root: Path, folder: str) -> list[tuple[Path, str]]:
+    base = root / folder
+    if not base.is_dir():
+        return []
+    paths = sorted([*base.glob("*.yml"), *base.glob("*.yaml")])
+    return [(path, f"{folder}/{path.name}") for path in paths]
+
+
+def _unique(items: Sequence[tuple[str, str]], kind: str) -> None:
+    seen: dict[str, str] = {}
+    for name, where in items:
+        if name in seen:
+            message = f"{where}: name: {kind} {name!r} is also defined in {seen[name]}"
+            raise InvalidInputError(message, field=f"{where}: name")
+        seen[name] = where
+
+
+def load_config(directory: Path | str) -> OfficeConfig:
+    """Read and validate the office config in ``directory``.
+
+    Returns:
+        The config, with machine-dependent values resolved (see the module docstring).
+
+    Raises:
+        InvalidInputError: a missing or malformed file or value; ``field`` names the file
+            and key, e.g. ``agents/coder.yml: max_concurrent_sessions``.
+    """
+    root = Path(directory).expanduser().resolve()
+    if not root.is_dir():
+        raise InvalidInputError(f"{root} is not a directory", field="directory")
+    office = _Fields(_read_yaml(root / "office.yml", "office.yml"), "office.yml")
+    ws = _Fields(office.get("workspace"), "office.yml", "workspace.")
+    name, description = ws.text("name", required=True), ws.text("description")
+    ws.done()
+    executor_data = office.get("executors") or {}
+    if not isinstance(executor_data, dict):
+        raise office.error("executors", "must map executor names to definitions")
+    executors = {str(key): _executor(str(key), value, root) for key, value in executor_data.items()}
+    values = _Fields(office.get("settings"), "office.yml", "settings.")
+    settings = WorkspaceSettings(
+        coalesce_window=timedelta(seconds=values.number("coalesce_window_s", 5.0)),
+        recovery_lookback_hours=values.integer(
+            "recovery_lookback_hours", 24, minimum=1, maximum=720
+        ),
+        default_executor=values.optional_text("default_executor"),
+        executors=executors,
+    )
+    values.done()
+    office.done()
+    if settings.default_executor is not None and settings.default_executor not in executors:
+        raise values.error(
+            "default_executor", f"executor {settings.default_executor!r} is not defined"
+        )
+    agent_files = _entity_files(root, "agents")
+    agents = [_agent(path, where) for path, where in agent_files]
+    project_files = _entity_files(root, "projects")
+    projects = [_project(path, where, root) for path, where in project_files]
+    _unique([(a.name, w) for a, (_, w) in zip(agents, agent_files, strict=True)], "agent")
+    _unique([(p.name, w) for p, (_, w) in zip(projects, project_files, strict=True)], "project")
+    named = [
+        *((a.executor, w) for a, (_, w) in zip(agents, agent_files, strict=True)),
+        *((p.executor, w) for p, (_, w) in zip(projects, project_files, strict=True)),
+    ]
+    for executor, where in named:
+        if executor is not None and executor not in executors:
+            message = f"{where}: executor: {executor!r} is not defined in office.yml"
+            raise InvalidInputError(message, field=f"{where}: executor")
+    return OfficeConfig(
+        name=name,
+        description=description,
+        settings=settings,
+        agents=tuple(sorted(agents, key=lambda a: a.name)),
+        projects=tuple(sorted(projects, key=lambda p: p.name)),
+    )

@@ -1,0 +1,185 @@
+"""Planning and applying an import: match by name, create or update, never delete."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from office_scheduler.domain.errors import NotFoundError
+from office_scheduler.domain.models import Agent, Project, WorkspaceSettings
+from office_scheduler.files.model import (
+    Action,
+    AgentSpec,
+    Change,
+    ImportPlan,
+    OfficeConfig,
+    ProjectSpec,
+)
+from office_scheduler.store.facade import Store
+
+
+def _settings_diff(old: WorkspaceSettings, new: WorkspaceSettings) -> list[str]:
+    changed = [
+        key
+        for key, before, after in (
+            ("coalesce_window_s", old.coalesce_window, new.coalesce_window),
+            ("recovery_lookback_hours", old.recovery_lookback_hours, new.recovery_lookback_hours),
+            ("default_executor", old.default_executor, new.default_executor),
+        )
+        if before != after
+    ]
+    names = sorted(set(old.executors) | set(new.executors))
+    changed += [
+        f"executors.{name}" for name in names if old.executors.get(name) != new.executors.get(name)
+    ]
+    return changed
+
+
+def _agent_values(spec: AgentSpec) -> dict[str, object]:
+    return {
+        "role": spec.role,
+        "status": spec.status,
+        "instructions": spec.instructions,
+        "max_concurrent_sessions": spec.max_concurrent_sessions,
+        "cooldown": timedelta(seconds=spec.cooldown_s),
+        "skip_idle_wakeups": spec.skip_idle_wakeups,
+        "executor": spec.executor,
+    }
+
+
+def _agent_diff(agent: Agent, spec: AgentSpec) -> list[str]:
+    return [key for key, value in _agent_values(spec).items() if getattr(agent, key) != value]
+
+
+def _project_values(spec: ProjectSpec) -> dict[str, object]:
+    return {
+        "description": spec.description,
+        "directory": spec.directory,
+        "executor": spec.executor,
+        "repos": spec.repos,
+    }
+
+
+def _project_diff(project: Project, spec: ProjectSpec) -> list[str]:
+    return [key for key, value in _project_values(spec).items() if getattr(project, key) != value]
+
+
+def _change(kind: str, name: str, fields: Sequence[str] | None) -> Change:
+    if fields is None:
+        return Change(kind=kind, name=name, action=Action.CREATE)
+    action = Action.UPDATE if fields else Action.UNCHANGED
+    return Change(kind=kind, name=name, action=action, fields=tuple(fields))
+
+
+def plan_import(store: Store, config: OfficeConfig) -> ImportPlan:
+    """Compare ``config`` with the store and list what an import would create or update.
+
+    Records are matched by workspace name, then agent and project name in that workspace.
+    """
+    office = store.office
+    workspace = office.find_workspace_by_name(config.name)
+    changes: list[Change] = []
+    if workspace is None:
+        changes.append(_change("workspace", config.name, None))
+    else:
+        fields = ["description"] if workspace.description != config.description else []
+        fields += _settings_diff(workspace.settings, config.settings)
+        changes.append(_change("workspace", config.name, fields))
+    for agent_spec in config.agents:
+        agent = (
+            None if workspace is None else office.find_agent_by_name(workspace.id, agent_spec.name)
+        )
+        diff = None if agent is None else _agent_diff(agent, agent_spec)
+        changes.append(_change("agent", agent_spec.name, diff))
+    for project_spec in config.projects:
+        project = (
+            None
+            if workspace is None
+            else office.find_project_by_name(workspace.id, project_spec.name)
+        )
+        diff = None if project is None else _project_diff(project, project_spec)
+        changes.append(_change("project", project_spec.name, diff))
+    return ImportPlan(
+        config=config,
+        workspace_id=None if workspace is None else workspace.id,
+        changes=tuple(changes),
+    )
+
+
+def apply_import(store: Store, plan: ImportPlan, now: datetime) -> str:
+    """Create or update the records of ``plan`` (one store transaction per record).
+
+    Project directories are created when missing.
+
+    Returns:
+        The id of the imported workspace.
+
+    Raises:
+        ConflictError: the store changed since the plan was made (a record it means to
+            create now exists).
+        NotFoundError: a record the plan means to update was removed meanwhile.
+    """
+    office, config = store.office, plan.config
+    by_key = {(change.kind, change.name): change for change in plan.changes}
+    head = by_key[("workspace", config.name)]
+    if head.action is Action.CREATE:
+        workspace_id = office.create_workspace(
+            name=config.name, description=config.description, settings=config.settings, now=now
+        ).id
+    else:
+        if plan.workspace_id is None:
+            raise NotFoundError(f"workspace {config.name!r} not found", field="workspace")
+        workspace_id = plan.workspace_id
+        if head.action is Action.UPDATE:
+            settings_changed = any(name != "description" for name in head.fields)
+            office.update_workspace(
+                workspace_id,
+                now=now,
+                description=config.description if "description" in head.fields else None,
+                settings=config.settings if settings_changed else None,
+            )
+    for agent_spec in config.agents:
+        change = by_key[("agent", agent_spec.name)]
+        values = _agent_values(agent_spec)
+        if change.action is Action.CREATE:
+            office.create_agent(
+                workspace_id=workspace_id,
+                name=agent_spec.name,
+                role=agent_spec.role,
+                now=now,
+                instructions=agent_spec.instructions,
+                max_concurrent_sessions=agent_spec.max_concurrent_sessions,
+                cooldown=timedelta(seconds=agent_spec.cooldown_s),
+                skip_idle_wakeups=agent_spec.skip_idle_wakeups,
+                executor=agent_spec.executor,
+                status=agent_spec.status,
+            )
+        elif change.action is Action.UPDATE:
+            agent = office.find_agent_by_name(workspace_id, agent_spec.name)
+            if agent is None:
+                raise NotFoundError(f"agent {agent_spec.name!r} not found", field="agent")
+            office.update_agent(agent.id, now=now, **{k: values[k] for k in change.fields})
+    for project_spec in config.projects:
+        change = by_key[("project", project_spec.name)]
+        if project_spec.directory is not None:
+            Path(project_spec.directory).mkdir(parents=True, exist_ok=True)
+        project_values = _project_values(project_spec)
+        if change.action is Action.CREATE:
+            office.create_project(
+                workspace_id=workspace_id,
+                name=project_spec.name,
+                now=now,
+                description=project_spec.description,
+                directory=project_spec.directory,
+                executor=project_spec.executor,
+                repos=project_spec.repos,
+            )
+        elif change.action is Action.UPDATE:
+            project = office.find_project_by_name(workspace_id, project_spec.name)
+            if project is None:
+                raise NotFoundError(f"project {project_spec.name!r} not found", field="project")
+            office.update_project(
+                project.id, now=now, **{k: project_values[k] for k in change.fields}
+            )
+    return workspace_id
