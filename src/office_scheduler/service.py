@@ -42,6 +42,21 @@ def default_executors() -> dict[str, Executor]:
     return {"command": CommandExecutor()}
 
 
+def _scoped_key(scope: str, key: str | None) -> str | None:
+    """Prefix a caller-chosen idempotency key with its scope.
+
+    Keys of different agents or workspaces then never collide, and a duplicate never
+    returns another tenant's request.
+    """
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidInputError(
+            "idempotency_key must be a non-empty string", field="idempotency_key"
+        )
+    return f"{scope}:{key}"
+
+
 class Service:
     """The scheduler service: store, bus, intake, office operations, pipeline and loops.
 
@@ -76,7 +91,12 @@ class Service:
         self.intake = Intake(self.store, self.clock, poke=self.runs.poke, publish=self.bus.publish)
         self.office = OfficeService(self.store, self.clock, self.bus)
         OfficeSubscribers(self.store, self.intake).register(self.bus)
-        self.maintenance = MaintenanceLoop(store=self.store, clock=self.clock, settings=settings)
+        self.maintenance = MaintenanceLoop(
+            store=self.store,
+            clock=self.clock,
+            settings=settings,
+            alive=lambda: self.runs.inflight_run_ids,
+        )
         self._deps = PipelineDeps(
             store=self.store,
             clock=self.clock,
@@ -130,7 +150,8 @@ class Service:
         """
         if self._started:
             return
-        self._lock_sqlite()
+        if self._lock_file is None:
+            self._lock_sqlite()
         self._started = True
         self.failed = asyncio.get_running_loop().create_future()
         for task in (self.runs.start(), self.maintenance.start()):
@@ -147,6 +168,9 @@ class Service:
     async def stop(self) -> None:
         """Stop the loops: no new claims, sessions get the grace period, then requeue."""
         if not self._started:
+            if self._lock_file is not None:
+                self._lock_file.close()
+                self._lock_file = None
             return
         await self.runs.stop()
         await self.maintenance.stop()
@@ -173,7 +197,13 @@ class Service:
         await self.close()
 
     async def run_until_idle(self) -> None:
-        """Process every run due at the clock's current time, then return (drain mode)."""
+        """Process every run due at the clock's current time, then return (drain mode).
+
+        Raises:
+            DatabaseLockedError: another process runs the loops on this SQLite file.
+        """
+        if self._lock_file is None:
+            self._lock_sqlite()
         await self.runs.drain()
 
     async def wake(
@@ -193,6 +223,10 @@ class Service:
             NotFoundError: no such agent (or task).
             InvalidInputError: a source other than ``user``/``self``.
         """
+        try:
+            source = WakeSource(source)
+        except ValueError:
+            raise InvalidInputError(f"unknown source {source!r}", field="source") from None
         if source not in (WakeSource.USER, WakeSource.SELF):
             raise InvalidInputError("only user and self wakes can be sent", field="source")
         agent = await asyncio.to_thread(self.store.office.get_agent, agent_id)
@@ -207,7 +241,7 @@ class Service:
                 source=source,
                 payload=dict(payload or {}),
                 task_id=task_id,
-                idempotency_key=idempotency_key,
+                idempotency_key=_scoped_key(f"{source.value}:{agent.id}", idempotency_key),
                 hold=source is not WakeSource.USER,
             )
         )
@@ -240,7 +274,7 @@ class Service:
                 source=WakeSource.QUEUE_RUN,
                 payload={"task_id": task.id},
                 task_id=task.id,
-                idempotency_key=idempotency_key,
+                idempotency_key=_scoped_key(f"queue_run:{task.workspace_id}", idempotency_key),
                 hold=False,
             )
         )

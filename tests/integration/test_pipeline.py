@@ -91,7 +91,10 @@ async def test_paused_agent_run_finishes_without_action(office: Office) -> None:
     await _assigned_task(office)
     office.clock.advance(HOLD)
     runs = office.store.queue.claim(
-        now=office.clock.now(), node_id="n", lease=timedelta(60), limit=1
+        now=office.clock.now(),
+        node_id=office.service.settings.node_id,
+        lease=timedelta(60),
+        limit=1,
     )
     office.store.office.update_agent(
         office.worker.id, now=office.clock.now(), status=AgentStatus.PAUSED

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from office_scheduler import __version__
+from office_scheduler.api.deps import reject_nul
 from office_scheduler.api.errors import install_error_handlers
 from office_scheduler.api.routes import api_router
 from office_scheduler.service import Service
@@ -41,6 +42,7 @@ def create_app(service: Service, *, lifespan_manages_service: bool = False) -> F
         version=__version__,
         description="Wakes an office of AI coding agents; every wake runs exactly once.",
         lifespan=lifespan,
+        dependencies=[Depends(reject_nul)],
     )
     app.state.service = service
     install_error_handlers(app)

@@ -14,7 +14,12 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from office_scheduler.auth import Principal
-from office_scheduler.domain.errors import AuthError, ForbiddenError, NotFoundError
+from office_scheduler.domain.errors import (
+    AuthError,
+    ForbiddenError,
+    InvalidInputError,
+    NotFoundError,
+)
 from office_scheduler.domain.models import Agent, Project, Run, Task, WakeupRequest, Workspace
 from office_scheduler.service import Service
 
@@ -22,6 +27,18 @@ _bearer = HTTPBearer(
     auto_error=False,
     description="An admin token, or the run-scoped token of a launched agent (OFFICE_TOKEN).",
 )
+
+
+def reject_nul(request: Request) -> None:
+    """Refuse NUL characters in path and query parameters (PostgreSQL cannot store them).
+
+    Raises:
+        InvalidInputError: naming the parameter.
+    """
+    params = [*request.path_params.items(), *request.query_params.multi_items()]
+    for name, value in params:
+        if isinstance(value, str) and "\x00" in value:
+            raise InvalidInputError(f"{name} must not contain NUL characters", field=name)
 
 
 def get_service(request: Request) -> Service:
@@ -39,12 +56,25 @@ async def authenticate(
 ) -> Principal:
     """The caller of this request, from ``Authorization: Bearer <token>``.
 
+    A run token also stops working as soon as its run has ended, even if its revocation
+    was missed.
+
     Raises:
         AuthError: no bearer token, or an unknown, revoked or expired one (401).
     """
     if credentials is None or not credentials.credentials:
         raise AuthError("missing bearer token")
-    return await service.tokens.authenticate_async(credentials.credentials, now=service.clock.now())
+    now = service.clock.now()
+    principal = await service.tokens.authenticate_async(credentials.credentials, now=now)
+    run_id = principal.token.run_id
+    if not principal.is_admin and run_id is not None:
+        try:
+            run = await asyncio.to_thread(service.store.queue.get_run, run_id)
+        except NotFoundError:
+            raise AuthError("invalid, revoked or expired token") from None
+        if run.status.is_terminal:
+            raise AuthError("invalid, revoked or expired token")
+    return principal
 
 
 PrincipalDep = Annotated[Principal, Depends(authenticate)]

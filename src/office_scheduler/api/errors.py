@@ -86,6 +86,8 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     if not errors:
         return error_response(422, InvalidInputError.code, "invalid request")
     first = errors[0]
+    if first.get("type") == "json_invalid":
+        return error_response(422, InvalidInputError.code, "the body is not valid JSON", "body")
     field = field_of(first.get("loc", ()))
     message = str(first.get("msg", "invalid value"))
     if field:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.domain.models import ExecutorConfig, WorkspaceSettings
@@ -38,16 +38,37 @@ EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=2
 Arg = Annotated[str, Field(max_length=10_000)]
 
 
+def has_nul(value: object) -> bool:
+    """Whether a JSON value holds a NUL character in any string (PostgreSQL rejects them)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(key) or has_nul(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return any(has_nul(item) for item in value)
+    return False
+
+
 class Request(BaseModel):
-    """Base of request bodies: unknown fields are errors."""
+    """Base of request bodies: unknown fields and NUL characters in text are errors."""
 
     model_config = ConfigDict(extra="forbid")
 
-    def changes(self, *, nullable: frozenset[str] = frozenset()) -> dict[str, Any]:
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        if has_nul(value):
+            raise ValueError("text must not contain NUL characters")
+        return value
+
+    def changes(
+        self, *, nullable: frozenset[str] = frozenset(), prefix: str = ""
+    ) -> dict[str, Any]:
         """Return the fields the client sent (for PATCH), by name.
 
         Args:
             nullable: fields for which an explicit ``null`` is meaningful (e.g. unassign).
+            prefix: where this model sits in the body (``settings.``), for error fields.
 
         Raises:
             InvalidInputError: an explicit ``null`` for any other field (``field`` names it).
@@ -56,7 +77,8 @@ class Request(BaseModel):
         for name in sorted(self.model_fields_set):
             value = getattr(self, name)
             if value is None and name not in nullable:
-                raise InvalidInputError(f"{name} must not be null", field=name)
+                field = prefix + name
+                raise InvalidInputError(f"{field} must not be null", field=field)
             sent[name] = value
         return sent
 
@@ -117,7 +139,7 @@ class SettingsPatch(Request):
         Raises:
             InvalidInputError: an explicit ``null`` for a field that needs a value.
         """
-        sent = self.changes(nullable=frozenset({"default_executor"}))
+        sent = self.changes(nullable=frozenset({"default_executor"}), prefix="settings.")
         window = current.coalesce_window
         if "coalesce_window_s" in sent:
             window = timedelta(seconds=sent["coalesce_window_s"])

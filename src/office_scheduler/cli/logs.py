@@ -66,7 +66,8 @@ def configure_logging(verbosity: int = 0, fmt: LogFormat = "console") -> None:
     handler.setFormatter(formatter)
     root = logging.getLogger()
     for old in list(root.handlers):
-        root.removeHandler(old)
+        if isinstance(old, _StderrHandler):
+            root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
     # uvicorn's access log is noise at the default level; -vv shows it.

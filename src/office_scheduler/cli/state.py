@@ -13,12 +13,12 @@ import click
 from office_scheduler.config import Settings, default_home
 
 DEFAULT_API_URL = "http://127.0.0.1:8700"
-ADMIN_TOKEN_FILE = "admin_token"
+ADMIN_TOKEN_FILE = "admin_token"  # noqa: S105 - a file name, not a secret
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class CliError(click.ClickException):
+class CliError(Exception):
     """A failure reported as one line on stderr with its exit status.
 
     Args:
@@ -28,6 +28,7 @@ class CliError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
+        self.message = message
         self.exit_code = exit_code
 
 

@@ -45,10 +45,6 @@ WORKSPACE_OPTION = click.option(
 )
 
 
-def _show_task(task: dict[str, Any]) -> None:
-    click.echo(details(task, TASK_FIELDS))
-
-
 def _state(value: str | None) -> str | None:
     return None if value is None else value.upper()
 
@@ -198,12 +194,18 @@ def task_show(task_id: str) -> None:
             return
         children = client.collect(f"/tasks/{task_id}/subtasks", limit=500)
         comments = client.collect(f"/tasks/{task_id}/comments", limit=500)
-    _show_task(task)
+    click.echo(details(task, [key for key in TASK_FIELDS if key != "description"]))
+    click.echo("\ndescription:\n" + _indent(task.get("description") or "(none)"))
     if children:
         click.echo("\nsubtasks:\n" + table(children, TASK_COLUMNS))
     for comment in comments:
         author = comment.get("author_agent_id") or comment.get("author_kind", "user")
-        click.echo(f"\n{comment.get('created_at', '')} {author}:\n  {comment.get('body', '')}")
+        click.echo(f"\ncomment by {author} at {comment.get('created_at', '')}:")
+        click.echo(_indent(str(comment.get("body", ""))))
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines() or [""])
 
 
 @click.group("comment")

@@ -61,7 +61,7 @@ ACTIONABLE_TASK_STATES = (TaskState.TODO, TaskState.IN_PROGRESS)
 
 
 class WorkflowKind(StrEnum):
-    """Kind of a workflow; every workspace has one ``office`` and one hidden ``routine`` workflow."""
+    """Kind of a workflow; each workspace has one ``office`` and one hidden ``routine`` one."""
 
     KANBAN = "kanban"
     OFFICE = "office"
@@ -69,7 +69,7 @@ class WorkflowKind(StrEnum):
 
 
 class WakeSource(StrEnum):
-    """Why an agent is woken (specification "Wakeup sources") plus the explicit queue-run."""
+    """Why an agent is woken (specification "Wakeup sources") or queued explicitly queue-run."""
 
     ROUTINE = "routine"
     COMMENT = "comment"

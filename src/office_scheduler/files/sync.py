@@ -48,8 +48,17 @@ def _agent_values(spec: AgentSpec) -> dict[str, object]:
     }
 
 
+#: Store field → config key, where they differ (plans speak the config's language).
+_CONFIG_KEYS = {"cooldown": "cooldown_s"}
+_STORE_KEYS = {config: store for store, config in _CONFIG_KEYS.items()}
+
+
 def _agent_diff(agent: Agent, spec: AgentSpec) -> list[str]:
-    return [key for key, value in _agent_values(spec).items() if getattr(agent, key) != value]
+    return [
+        _CONFIG_KEYS.get(key, key)
+        for key, value in _agent_values(spec).items()
+        if getattr(agent, key) != value
+    ]
 
 
 def _project_values(spec: ProjectSpec) -> dict[str, object]:
@@ -159,7 +168,8 @@ def apply_import(store: Store, plan: ImportPlan, now: datetime) -> str:
             agent = office.find_agent_by_name(workspace_id, agent_spec.name)
             if agent is None:
                 raise NotFoundError(f"agent {agent_spec.name!r} not found", field="agent")
-            office.update_agent(agent.id, now=now, **{k: values[k] for k in change.fields})
+            changes = {_STORE_KEYS.get(k, k): values[_STORE_KEYS.get(k, k)] for k in change.fields}
+            office.update_agent(agent.id, now=now, **changes)
     for project_spec in config.projects:
         change = by_key[("project", project_spec.name)]
         if project_spec.directory is not None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 import structlog
 
 from office_scheduler.clock import Clock
+from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.domain.events import Event, WakeupReceived
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.status import IntakeOutcome
@@ -17,6 +19,33 @@ from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
 
 log = structlog.get_logger(__name__)
+
+MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_KEY_CHARS = 500
+
+
+def validate_request(request: WakeRequest) -> None:
+    """Check a wake request before anything is written.
+
+    Raises:
+        InvalidInputError: the payload is not a JSON object, is larger than 256 KiB as
+            JSON, or the idempotency key is empty or longer than 500 characters.
+    """
+    if not isinstance(request.payload, dict):
+        raise InvalidInputError("payload must be a JSON object", field="payload")
+    try:
+        encoded = json.dumps(request.payload, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"payload is not valid JSON: {exc}", field="payload") from None
+    if len(encoded.encode()) > MAX_PAYLOAD_BYTES:
+        raise InvalidInputError("payload is larger than 256 KiB", field="payload")
+    key = request.idempotency_key
+    if key is not None and (not isinstance(key, str) or not key.strip() or len(key) > 500):
+        raise InvalidInputError(
+            "idempotency_key must be a non-empty string of at most 500 characters",
+            field="idempotency_key",
+        )
+
 
 Publish = Callable[[Event], Awaitable[None]]
 
@@ -48,7 +77,9 @@ class Intake:
 
         Raises:
             NotFoundError: the agent or workspace does not exist.
+            InvalidInputError: see :func:`validate_request`.
         """
+        validate_request(request)
         workspace = await asyncio.to_thread(self._store.office.get_workspace, request.workspace_id)
         hold = workspace.settings.coalesce_window if request.hold else timedelta(0)
         result = await asyncio.to_thread(

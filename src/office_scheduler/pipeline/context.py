@@ -93,6 +93,8 @@ class RunContext:
             result=result,
             usage=usage,
             exit_code=exit_code,
+            node_id=self.deps.settings.node_id,
+            seen_version=self.prompt_version or self.run.context_version,
         )
         await asyncio.to_thread(self.deps.tokens.revoke_run, self.run.id, now=now)
         if ended is None:

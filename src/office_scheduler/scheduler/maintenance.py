@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable, Sequence
 
 import structlog
 
@@ -15,9 +16,22 @@ log = structlog.get_logger(__name__)
 
 
 class MaintenanceLoop:
-    """Runs :meth:`tick` every ``settings.maintenance_interval``."""
+    """Runs :meth:`tick` every ``settings.maintenance_interval``.
 
-    def __init__(self, *, store: Store, clock: Clock, settings: Settings) -> None:
+    Args:
+        alive: returns the runs this process is executing; their leases are never
+            recovered here even when the wall clock jumped past them.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Clock,
+        settings: Settings,
+        alive: Callable[[], Sequence[int]] = list,
+    ) -> None:
+        self._alive = alive
         self._store = store
         self._clock = clock
         self._settings = settings
@@ -26,7 +40,9 @@ class MaintenanceLoop:
     async def tick(self) -> list[int]:
         """One maintenance pass; returns the ids of runs put back to the queue."""
         recovered = await asyncio.to_thread(
-            self._store.queue.recover_expired_leases, now=self._clock.now()
+            self._store.queue.recover_expired_leases,
+            now=self._clock.now(),
+            alive=self._alive(),
         )
         if recovered:
             log.warning("stale_claims_recovered", run_ids=recovered)

@@ -55,11 +55,18 @@ class RunsLoop:
             self._task = asyncio.create_task(self._loop(), name="runs-loop")
         return self._task
 
+    @property
+    def inflight_run_ids(self) -> list[int]:
+        """Ids of the runs whose pipelines run in this process now."""
+        return list(self._inflight)
+
     async def stop(self) -> None:
         """Stop claiming, let sessions finish within the grace period, requeue the rest."""
         self._claiming = False
         if self._task is not None:
-            self._task.cancel()
+            # The loop leaves on its own at the next check, so a claim transaction that
+            # is in flight is never abandoned with its runs stuck in `claimed`.
+            self.poke()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
@@ -100,8 +107,11 @@ class RunsLoop:
         return len(runs)
 
     def _forget(self, run_id: int) -> Callable[[asyncio.Task[None]], None]:
-        def done(_task: asyncio.Task[None]) -> None:
-            self._inflight.pop(run_id, None)
+        def done(task: asyncio.Task[None]) -> None:
+            if self._inflight.get(run_id) is task:
+                del self._inflight[run_id]
+            # A finished run frees a slot of its agent: look at the queue again.
+            self.poke()
 
         return done
 
@@ -126,21 +136,21 @@ class RunsLoop:
 
     async def _wait_for_work(self) -> None:
         timeout = self._settings.safety_tick.total_seconds()
-        next_due = await asyncio.to_thread(self._store.queue.next_due_at)
-        if next_due is not None:
-            until_due = (next_due - self._clock.now()).total_seconds()
-            timeout = min(timeout, max(until_due, 0.0))
+        now = self._clock.now()
+        next_wake = await asyncio.to_thread(self._store.queue.next_wake_at, now=now)
+        if next_wake is not None:
+            timeout = min(timeout, max((next_wake - now).total_seconds(), 0.01))
         renew_every = self._settings.lease.total_seconds() / 3
         if self._inflight:
             timeout = min(timeout, renew_every)
-        if timeout > 0:
+        if self._claiming:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._poked.wait(), timeout)
-        self._poked.clear()
 
     async def _loop(self) -> None:
         last_renewal = asyncio.get_running_loop().time()
         while self._claiming:
+            self._poked.clear()
             claimed = await self.claim_once()
             now = asyncio.get_running_loop().time()
             if now - last_renewal >= self._settings.lease.total_seconds() / 3:

@@ -372,21 +372,41 @@ class QueueStore:
         result: Mapping[str, Any] | None = None,
         usage: Mapping[str, Any] | None = None,
         exit_code: int | None = None,
+        node_id: str | None = None,
+        seen_version: int | None = None,
     ) -> Run | None:
         """End a claimed or running run with a terminal ``status`` and its ``reason``.
 
         Releases the task checkout held by this run. When a session was launched, stamps
-        the agent's ``last_wakeup_finished_at`` and cooldown.
+        the agent's ``last_wakeup_finished_at`` and cooldown. When the run ends before
+        launch and wakes merged into it after the pipeline read its context
+        (``context_version > seen_version``), those wakes move to a new queued run, so a
+        merged wake always reaches the agent.
+
+        Args:
+            run_id: the run to end.
+            status: terminal status (``finished``, ``failed`` or ``cancelled``).
+            reason: why it ended.
+            now: the end instant (UTC).
+            error: failure message, if any.
+            result: the agent's parsed result JSON.
+            usage: token and cost usage.
+            exit_code: the agent process's exit code.
+            node_id: when given, the run is ended only if this node still holds its claim.
+            seen_version: the context version the pipeline's decision was based on.
 
         Returns:
-            The ended run, or ``None`` when it was no longer claimed or running.
+            The ended run, or ``None`` when it was no longer claimed or running (by us).
         """
         assert status.is_terminal
+        holder = [] if node_id is None else [runs.c.claimed_by == node_id]
         with self._db.write() as conn:
+            current = _get_run(conn, run_id)
+            _lock_agent(conn, current.agent_id)
             row = (
                 conn.execute(
                     sa.update(runs)
-                    .where(runs.c.id == run_id, runs.c.status.in_(LIVE_RUN_STATUSES))
+                    .where(runs.c.id == run_id, runs.c.status.in_(LIVE_RUN_STATUSES), *holder)
                     .values(
                         status=status.value,
                         reason=reason.value,
@@ -406,6 +426,12 @@ class QueueStore:
                 return None
             run = run_from_row(row)
             _release_checkouts(conn, [run.id])
+            if (
+                run.started_at is None
+                and seen_version is not None
+                and run.context_version > seen_version
+            ):
+                self._hand_over(conn, run, run.context[seen_version:], now)
             if run.started_at is not None:
                 cooldown_s = conn.execute(
                     sa.select(agents.c.cooldown_s).where(agents.c.id == run.agent_id)
@@ -419,6 +445,29 @@ class QueueStore:
                     )
                 )
             return run
+
+    def _hand_over(
+        self, conn: Connection, run: Run, entries: Sequence[ContextEntry], now: datetime
+    ) -> None:
+        stmt = _insert(conn)(runs).values(
+            workspace_id=run.workspace_id,
+            agent_id=run.agent_id,
+            task_id=run.task_id,
+            source=entries[0].source.value,
+            classification=run.classification.value,
+            status=RunStatus.QUEUED.value,
+            context_snapshot=[context_to_json(e) for e in entries],
+            context_version=1,
+            coalesced_count=len(entries),
+            requested_at=now,
+            not_before=now,
+        )
+        new_id = conn.execute(stmt.returning(runs.c.id)).scalar_one()
+        conn.execute(
+            sa.update(wakeup_requests)
+            .where(wakeup_requests.c.id.in_([e.request_id for e in entries]))
+            .values(run_id=new_id)
+        )
 
     def requeue(self, run_ids: Sequence[int], *, reason: RunReason, now: datetime) -> int:
         """Put claimed or running runs back to ``queued`` (shutdown, lost lease); not a failure.
@@ -468,17 +517,21 @@ class QueueStore:
                 .values(lease_expires_at=now + lease)
             )
 
-    def recover_expired_leases(self, *, now: datetime) -> list[int]:
-        """Requeue live runs whose lease expired (their node died); returns their ids."""
+    def recover_expired_leases(self, *, now: datetime, alive: Sequence[int] = ()) -> list[int]:
+        """Requeue live runs whose lease expired (their node died); returns their ids.
+
+        Args:
+            now: the current instant.
+            alive: runs the calling node is still executing; never recovered, whatever
+                their lease says (a wall-clock jump must not run a session twice).
+        """
+        query = sa.select(runs.c.id).where(
+            runs.c.status.in_(LIVE_RUN_STATUSES), runs.c.lease_expires_at < now
+        )
+        if alive:
+            query = query.where(runs.c.id.not_in(list(alive)))
         with self._db.write() as conn:
-            run_ids = [
-                int(r)
-                for r in conn.execute(
-                    sa.select(runs.c.id).where(
-                        runs.c.status.in_(LIVE_RUN_STATUSES), runs.c.lease_expires_at < now
-                    )
-                ).scalars()
-            ]
+            run_ids = [int(r) for r in conn.execute(query).scalars()]
             if run_ids:
                 self._requeue(conn, run_ids, reason=RunReason.LEASE_EXPIRED, now=now)
             return run_ids
@@ -499,15 +552,35 @@ class QueueStore:
 
     def next_due_at(self) -> datetime | None:
         """The earliest ``not_before`` of any queued run, or ``None`` when none is queued."""
-        query = (
-            sa.select(runs.c.not_before)
-            .where(runs.c.status == RunStatus.QUEUED.value)
-            .order_by(runs.c.not_before)
-            .limit(1)
+        with self._db.read() as conn:
+            value: datetime | None = conn.execute(
+                sa.select(sa.func.min(runs.c.not_before)).where(
+                    runs.c.status == RunStatus.QUEUED.value
+                )
+            ).scalar()
+        return value
+
+    def next_wake_at(self, *, now: datetime) -> datetime | None:
+        """When a queued run may next become claimable without any other change.
+
+        The earliest future ``not_before`` of a queued run, or the earliest future end of
+        a cooldown of an agent with queued runs; ``None`` when neither exists. Runs that
+        wait for a busy agent's slot become claimable when a run ends, which pokes the
+        loop, so they are not counted here.
+        """
+        held = sa.select(sa.func.min(runs.c.not_before)).where(
+            runs.c.status == RunStatus.QUEUED.value, runs.c.not_before > now
+        )
+        cooling = sa.select(sa.func.min(agents.c.cooldown_until)).where(
+            agents.c.cooldown_until > now,
+            sa.exists().where(
+                runs.c.agent_id == agents.c.id, runs.c.status == RunStatus.QUEUED.value
+            ),
         )
         with self._db.read() as conn:
-            value: datetime | None = conn.execute(query).scalar()
-        return value
+            values = [conn.execute(held).scalar(), conn.execute(cooling).scalar()]
+        found = [v for v in values if v is not None]
+        return min(found) if found else None
 
 
 def _release_checkouts(conn: Connection, run_ids: Sequence[int]) -> None:

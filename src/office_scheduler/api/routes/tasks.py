@@ -8,6 +8,7 @@ agent as the actor.
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -19,7 +20,7 @@ from office_scheduler.api.deps import (
     load_task,
     load_workspace,
 )
-from office_scheduler.api.routes.common import ERRORS, Cursor, Limit
+from office_scheduler.api.routes.common import ERRORS, Cursor, Limit, checked_cursor
 from office_scheduler.api.schemas import BlockerIn, TaskCreate, TaskPatch
 from office_scheduler.api.views import ListOut, TaskDetailOut, TaskOut
 from office_scheduler.domain.models import Task
@@ -90,7 +91,7 @@ async def list_tasks(
         project_id=project_id,
         include_archived=include_archived,
         limit=limit,
-        cursor=cursor,
+        cursor=checked_cursor(cursor, (datetime, str)),
     )
     return ListOut(
         items=[TaskOut.model_validate(task) for task in page.items], next_cursor=page.next_cursor

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -13,7 +14,7 @@ from office_scheduler.api.deps import (
     load_workspace,
     require_admin,
 )
-from office_scheduler.api.routes.common import ERRORS, Cursor, Limit
+from office_scheduler.api.routes.common import ERRORS, Cursor, Limit, checked_cursor
 from office_scheduler.api.schemas import WorkspaceCreate, WorkspacePatch
 from office_scheduler.api.views import ActivityOut, InboxOut, ListOut, WorkspaceOut
 from office_scheduler.domain.status import InboxStatus
@@ -91,7 +92,11 @@ async def list_activity(
     """The workspace's activity log, newest first."""
     await load_workspace(service, principal, workspace_id)
     page = await asyncio.to_thread(
-        service.store.runlog.list_activity, workspace_id, kind=kind, limit=limit, cursor=cursor
+        service.store.runlog.list_activity,
+        workspace_id,
+        kind=kind,
+        limit=limit,
+        cursor=checked_cursor(cursor, (datetime, int)),
     )
     return ListOut(
         items=[ActivityOut.model_validate(entry) for entry in page.items],

@@ -1,7 +1,7 @@
-"""A Service on a fresh SQLite file behind a TestClient, with helpers for the API tests.
+"""API test harness (importable as ``api_harness``; ``tests`` is on the pytest path).
 
-Every response goes through a hook that fails the test on a 500, so no test can pass while
-some request crashed the server.
+A Service on a fresh SQLite file behind a TestClient, with request helpers. Every response
+goes through a hook that fails the test on a 500, so no test passes while a request crashed.
 """
 
 from __future__ import annotations
@@ -95,11 +95,10 @@ class Api:
         return result
 
     def task(self, workspace_id: str, title: str = "Fix the bug", **fields: Any) -> dict[str, Any]:
-        """Create a task."""
+        """Create a task (a millisecond after the previous one, so listings order them)."""
+        self.clock.advance(timedelta(milliseconds=1))
         path = f"/api/v1/workspaces/{workspace_id}/tasks"
-        result: dict[str, Any] = self.ok(
-            "POST", path, status=201, json={"title": title, **fields}
-        )
+        result: dict[str, Any] = self.ok("POST", path, status=201, json={"title": title, **fields})
         return result
 
     def run_token(self, workspace_id: str, agent_id: str) -> tuple[str, int]:
@@ -118,10 +117,17 @@ class Api:
 
 
 @contextmanager
-def open_api(tmp_path: Path, *, lifespan_manages_service: bool = False) -> Iterator[Api]:
-    """A migrated SQLite database, a Service with a FakeClock and a scripted executor, its
-    app behind a TestClient, and an admin token; everything is closed afterwards."""
-    store = Store.open(f"sqlite:///{tmp_path}/t.db")
+def open_api(
+    tmp_path: Path,
+    *,
+    url: str | None = None,
+    schema: str | None = None,
+    lifespan_manages_service: bool = False,
+) -> Iterator[Api]:
+    """A migrated database (default: SQLite in ``tmp_path``), a Service with a FakeClock and
+    a scripted executor, its app behind a TestClient, and an admin token; everything is
+    closed afterwards."""
+    store = Store.open(url or f"sqlite:///{tmp_path}/t.db", schema=schema)
     migrate.upgrade(store.db)
     clock = FakeClock()
     executor = ScriptedExecutor()
@@ -139,13 +145,18 @@ def open_api(tmp_path: Path, *, lifespan_manages_service: bool = False) -> Itera
     try:
         with TestClient(app) as client:
             client.event_hooks = {"request": [], "response": [no_server_error]}
-            yield Api(
-                service=service,
-                client=client,
-                clock=clock,
-                executor=executor,
-                admin_token=admin_token,
-            )
+            try:
+                yield Api(
+                    service=service,
+                    client=client,
+                    clock=clock,
+                    executor=executor,
+                    admin_token=admin_token,
+                )
+            finally:
+                if not lifespan_manages_service:
+                    assert client.portal is not None
+                    client.portal.call(service.close)
     finally:
         store.close()
     assert all(response.status_code < 500 for response in responses)

@@ -1,0 +1,175 @@
+"""Server-side commands: ``office serve``, ``office db upgrade``, ``office import``/``export``."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+import sqlalchemy as sa
+
+from office_scheduler.cli.runtime import (
+    OfficeRuntime,
+    bind,
+    ensure_admin_token,
+    install_signal_handlers,
+    upgrade_database,
+)
+from office_scheduler.cli.state import CliError, CliState, emit, json_option, state, table
+from office_scheduler.config import Settings
+from office_scheduler.files import ImportPlan, apply_import, export_config, load_config, plan_import
+from office_scheduler.service import Service
+from office_scheduler.store import migrate
+from office_scheduler.store.facade import Store
+
+
+def _shown_url(url: str) -> str:
+    return sa.engine.make_url(url).render_as_string(hide_password=True)
+
+
+@contextmanager
+def open_store(current: CliState, *, upgrade: bool) -> Iterator[Store]:
+    """Open the configured database; migrate it first, or insist that it is migrated.
+
+    Raises:
+        CliError: the database has not been initialised (and ``upgrade`` is false).
+    """
+    current.home.mkdir(parents=True, exist_ok=True)
+    url = current.settings().resolved_database_url
+    if upgrade:
+        upgrade_database(url)
+    store = Store.open(url)
+    try:
+        if not upgrade and migrate.current_revision(store.db) != migrate.head_revision():
+            raise CliError(
+                f"the database at {_shown_url(url)} is not set up: run `office db upgrade`"
+            )
+        yield store
+    finally:
+        store.close()
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8700, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--no-api", is_flag=True, help="Run only the scheduler loops.")
+@click.option("--no-scheduler", is_flag=True, help="Serve only the HTTP API.")
+def serve(host: str, port: int, no_api: bool, no_scheduler: bool) -> None:
+    """Run the scheduler and the HTTP API until SIGINT/SIGTERM (then exit 0)."""
+    if no_api and no_scheduler:
+        raise CliError("--no-api and --no-scheduler together leave nothing to run", 2)
+    current = state()
+    with open_store(current, upgrade=True) as store:
+        secret = ensure_admin_token(store, current.admin_token_path, datetime.now(UTC))
+    if secret is not None:
+        click.echo(f"Admin token (shown once; saved to {current.admin_token_path}): {secret}")
+    sock: socket.socket | None = None
+    api_url = current.api_url
+    if not no_api:
+        try:
+            sock, api_url = bind(host, port)
+        except OSError as exc:
+            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    settings = current.settings(api_url=api_url)
+    asyncio.run(_serve(settings, sock, scheduler=not no_scheduler))
+
+
+async def _serve(settings: Settings, sock: socket.socket | None, *, scheduler: bool) -> None:
+    stop = asyncio.Event()
+    install_signal_handlers(stop)
+    service = Service(settings)
+    async with OfficeRuntime(service, sock=sock, scheduler=scheduler) as runtime:
+        parts = [f"API at {settings.api_url}" if sock else "no API"]
+        parts.append("scheduler on" if scheduler else "scheduler off")
+        click.echo(f"office is serving ({', '.join(parts)}); press Ctrl-C to stop")
+        await runtime.wait(stop)
+    click.echo("office stopped", err=True)
+
+
+@click.group("db")
+def db_group() -> None:
+    """Database maintenance."""
+
+
+@db_group.command("upgrade")
+def db_upgrade() -> None:
+    """Create or migrate the database schema to the newest revision."""
+    current = state()
+    current.home.mkdir(parents=True, exist_ok=True)
+    url = current.settings().resolved_database_url
+    revision = upgrade_database(url)
+    click.echo(f"database {_shown_url(url)} is at revision {revision}")
+
+
+PLAN_COLUMNS = [("kind", "kind"), ("name", "name"), ("action", "action"), ("fields", "fields")]
+
+
+def plan_rows(plan: ImportPlan) -> list[dict[str, object]]:
+    """The plan's changes as table rows (also the ``--json`` form)."""
+    return [
+        {**asdict(change), "action": change.action.value, "fields": list(change.fields)}
+        for change in plan.changes
+    ]
+
+
+@click.command("import")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--dry-run", is_flag=True, help="Show the plan and change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Apply without asking for confirmation.")
+@json_option
+def import_command(directory: Path, dry_run: bool, yes: bool) -> None:
+    """Create or update a workspace, its agents and projects from a config DIRECTORY."""
+    config = load_config(directory)
+    current = state()
+    with open_store(current, upgrade=True) as store:
+        plan = plan_import(store, config)
+        rows = plan_rows(plan)
+        applied = False
+        workspace_id = plan.workspace_id
+        if not current.json:
+            click.echo(f"Import plan for workspace {config.name!r}:")
+            click.echo(table(rows, PLAN_COLUMNS, max_width=80))
+        if plan.has_changes and not dry_run:
+            if not yes:
+                if not sys.stdin.isatty():
+                    raise CliError("add --yes to apply the plan without a confirmation prompt", 2)
+                click.confirm("Apply these changes?", default=True, abort=True)
+            workspace_id = apply_import(store, plan, datetime.now(UTC))
+            applied = True
+    result: dict[str, object] = {
+        "workspace": config.name,
+        "workspace_id": workspace_id,
+        "changes": rows,
+        "applied": applied,
+    }
+
+    def render() -> None:
+        if dry_run:
+            click.echo("Dry run: nothing was changed.")
+        elif applied:
+            click.echo(f"Applied. Workspace id: {workspace_id}")
+        else:
+            click.echo("Nothing to change.")
+
+    emit(result, render)
+
+
+@click.command("export")
+@click.option("--workspace", "workspace", required=True, help="Workspace name (or id).")
+@click.argument("directory", type=click.Path(path_type=Path))
+def export_command(workspace: str, directory: Path) -> None:
+    """Write a workspace's config to DIRECTORY (same format as `office import`)."""
+    with open_store(state(), upgrade=False) as store:
+        found = store.office.find_workspace_by_name(workspace)
+        if found is None:
+            found = next((w for w in store.office.list_workspaces() if w.id == workspace), None)
+        if found is None:
+            raise CliError(f"no workspace named {workspace!r}")
+        written = export_config(store, found.id, directory)
+    click.echo(f"exported workspace {found.name!r} to {written}")

@@ -1,0 +1,149 @@
+"""The ``office`` command group, its global options and its exit-status contract.
+
+Exit status: 0 success, 1 a failed operation, 2 bad usage or bad input; every failure is
+reported as one line on stderr (a traceback only with ``-vv``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from office_scheduler.cli.admin import db_group, export_command, import_command, serve
+from office_scheduler.cli.demo import demo
+from office_scheduler.cli.logs import LogFormat, configure_logging
+from office_scheduler.cli.ops import agent_group, runs_group, wake, wakeups_group, workspace_group
+from office_scheduler.cli.state import DEFAULT_API_URL, CliError, CliState
+from office_scheduler.cli.tasks import comment_group, task_group
+from office_scheduler.config import default_home
+from office_scheduler.domain.errors import InvalidInputError, OfficeError
+
+log = logging.getLogger(__name__)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"office: {message}", err=True)
+    sys.exit(code)
+
+
+def _usage_line(exc: click.UsageError) -> str:
+    where = exc.ctx.command_path if exc.ctx is not None else "office"
+    return f"{exc.format_message()} (see '{where} --help')"
+
+
+class OfficeGroup(click.Group):
+    """A group whose errors all end as one stderr line and the documented exit status."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the command line; exits with 0, 1 or 2 (see the module docstring)."""
+        try:
+            result = super().main(
+                args, prog_name or "office", complete_var, standalone_mode=False, **extra
+            )
+        except CliError as exc:
+            _fail(exc.message, exc.exit_code)
+        except click.UsageError as exc:
+            _fail(_usage_line(exc), 2)
+        except click.ClickException as exc:
+            _fail(exc.format_message(), exc.exit_code)
+        except click.Abort:
+            _fail("aborted", 1)
+        except InvalidInputError as exc:
+            _fail(exc.message, 2)
+        except OfficeError as exc:
+            _fail(exc.message, 1)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        except Exception as exc:
+            log.debug("unexpected error", exc_info=True)
+            _fail(f"unexpected error: {type(exc).__name__}: {exc}", 1)
+        code = result if isinstance(result, int) else 0
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+@click.group(cls=OfficeGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--home",
+    type=click.Path(path_type=Path, file_okay=False),
+    envvar="OFFICE_HOME",
+    help="Data directory [env OFFICE_HOME; default ~/.office].",
+)
+@click.option("--db", "database_url", envvar="OFFICE_DATABASE_URL", help="Database URL.")
+@click.option(
+    "--api-url",
+    envvar="OFFICE_API_URL",
+    default=DEFAULT_API_URL,
+    show_default=True,
+    help="Server URL for client commands [env OFFICE_API_URL].",
+)
+@click.option("--token", envvar="OFFICE_TOKEN", help="Bearer token [env OFFICE_TOKEN].")
+@click.option("--json", "as_json", is_flag=True, help="Client commands print JSON.")
+@click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
+@click.option(
+    "--log-format",
+    type=click.Choice(["console", "json"]),
+    default="console",
+    envvar="OFFICE_LOG_FORMAT",
+    show_default=True,
+    help="Log renderer on stderr.",
+)
+@click.version_option(package_name="office-scheduler", prog_name="office")
+@click.pass_context
+def office(
+    ctx: click.Context,
+    home: Path | None,
+    database_url: str | None,
+    api_url: str,
+    token: str | None,
+    as_json: bool,
+    verbose: int,
+    log_format: LogFormat,
+) -> None:
+    """Office Scheduler: wakes an office of AI coding agents and runs every wake once."""
+    configure_logging(verbose, log_format)
+    ctx.obj = CliState(
+        home=(home or default_home()).expanduser(),
+        database_url=database_url or None,
+        api_url=api_url,
+        token=token or None,
+        json=as_json,
+        verbose=verbose,
+        environ=dict(os.environ),
+    )
+
+
+for command in (
+    serve,
+    db_group,
+    import_command,
+    export_command,
+    demo,
+    task_group,
+    comment_group,
+    wake,
+    runs_group,
+    wakeups_group,
+    agent_group,
+    workspace_group,
+):
+    office.add_command(command)
+
+
+def main() -> None:
+    """Console entry point of ``office``."""
+    office.main(prog_name="office")

@@ -1,0 +1,253 @@
+"""Client commands for agents, wakes, wakeup requests and runs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from office_scheduler.cli.client import api, workspace_id
+from office_scheduler.cli.state import CliError, details, emit, json_option, state, table
+from office_scheduler.cli.tasks import WORKSPACE_OPTION
+from office_scheduler.domain.status import RunStatus, WakeSource, WakeupStatus
+
+RUN_COLUMNS = [
+    ("id", "id"),
+    ("agent", "agent_id"),
+    ("task", "task_id"),
+    ("source", "source"),
+    ("status", "status"),
+    ("reason", "reason"),
+    ("merged", "coalesced_count"),
+    ("requested", "requested_at"),
+]
+RUN_FIELDS = [
+    "id",
+    "status",
+    "reason",
+    "error",
+    "agent_id",
+    "task_id",
+    "workspace_id",
+    "source",
+    "classification",
+    "coalesced_count",
+    "retry_count",
+    "executor",
+    "requested_at",
+    "not_before",
+    "claimed_at",
+    "started_at",
+    "finished_at",
+    "exit_code",
+    "result",
+]
+WAKEUP_COLUMNS = [
+    ("id", "id"),
+    ("agent", "agent_id"),
+    ("task", "task_id"),
+    ("source", "source"),
+    ("status", "status"),
+    ("run", "run_id"),
+    ("requested", "requested_at"),
+]
+AGENT_COLUMNS = [
+    ("id", "id"),
+    ("name", "name"),
+    ("role", "role"),
+    ("status", "status"),
+    ("executor", "executor"),
+]
+
+
+def _payload(text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise CliError("--payload must be a JSON object", 2) from None
+    if not isinstance(value, dict):
+        raise CliError("--payload must be a JSON object", 2)
+    return value
+
+
+@click.command("wake")
+@click.argument("agent")
+@click.option("--reason", default="", help="Why the agent is woken (shown in its prompt).")
+@click.option("--task", "task_id", help="The task the wake is about.")
+@click.option("--payload", help="Extra JSON object for the agent's prompt.")
+@click.option("--idempotency-key", help="Duplicates of a key are ignored.")
+@json_option
+def wake(
+    agent: str,
+    reason: str,
+    task_id: str | None,
+    payload: str | None,
+    idempotency_key: str | None,
+) -> None:
+    """Wake AGENT (an id), or `self` for the calling agent (OFFICE_AGENT_ID)."""
+    if agent == "self":
+        agent = state().environ.get("OFFICE_AGENT_ID", "")
+        if not agent:
+            raise CliError("`office wake self` needs OFFICE_AGENT_ID (set for launched agents)", 2)
+    body = {
+        "reason": reason,
+        "payload": _payload(payload),
+        "task_id": task_id,
+        "idempotency_key": idempotency_key,
+    }
+    with api() as client:
+        result = client.post(f"/agents/{agent}/wake", body)
+
+    def render() -> None:
+        request = result.get("wakeup") or {}
+        outcome = result.get("outcome", "accepted")
+        run = result.get("run_id") or "-"
+        click.echo(f"wakeup {request.get('id', '?')}: {outcome} (run {run})")
+
+    emit(result, render)
+
+
+@click.group("runs")
+def runs_group() -> None:
+    """Inspect and queue runs."""
+
+
+@runs_group.command("list")
+@click.option("--workspace", "workspace", help="Only runs of this workspace id.")
+@click.option("--agent", "agent_id", help="Only runs of this agent id.")
+@click.option("--status", type=click.Choice([s.value for s in RunStatus]), help="Only this status.")
+@click.option("--task", "task_id", help="Only runs of this task.")
+@click.option(
+    "--source", type=click.Choice([s.value for s in WakeSource]), help="Only this source."
+)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@json_option
+def runs_list(
+    workspace: str | None,
+    agent_id: str | None,
+    status: str | None,
+    task_id: str | None,
+    source: str | None,
+    limit: int,
+) -> None:
+    """List runs, newest first."""
+    with api() as client:
+        runs = client.collect(
+            "/runs",
+            limit=limit,
+            workspace_id=workspace,
+            agent_id=agent_id,
+            status=status,
+            task_id=task_id,
+            source=source,
+        )
+    emit(runs, lambda: click.echo(table(runs, RUN_COLUMNS)))
+
+
+@runs_group.command("show")
+@click.argument("run_id")
+@json_option
+def runs_show(run_id: str) -> None:
+    """Show one run."""
+    with api() as client:
+        run = client.get(f"/runs/{run_id}")
+    emit(run, lambda: click.echo(details(run, RUN_FIELDS)))
+
+
+@runs_group.command("queue")
+@click.argument("task_id")
+@click.option("--agent", "agent_id", help="Who runs it (default: the task's assignee).")
+@json_option
+def runs_queue(task_id: str, agent_id: str | None) -> None:
+    """Queue a run for any task now (ordinary kanban tasks included)."""
+    with api() as client:
+        result = client.post("/runs", {"task_id": task_id, "agent_id": agent_id})
+    emit(result, lambda: click.echo(f"{result.get('outcome')}: run {result.get('run_id')}"))
+
+
+@click.group("wakeups")
+def wakeups_group() -> None:
+    """Inspect wakeup requests."""
+
+
+@wakeups_group.command("list")
+@click.option("--workspace", "workspace", help="Only requests of this workspace id.")
+@click.option("--agent", "agent_id", help="Only requests for this agent id.")
+@click.option(
+    "--status", type=click.Choice([s.value for s in WakeupStatus]), help="Only this status."
+)
+@click.option("--run", "run_id", type=click.IntRange(1), help="Only requests of this run.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@json_option
+def wakeups_list(
+    workspace: str | None,
+    agent_id: str | None,
+    status: str | None,
+    run_id: int | None,
+    limit: int,
+) -> None:
+    """List wakeup requests, newest first."""
+    with api() as client:
+        items = client.collect(
+            "/wakeups",
+            limit=limit,
+            workspace_id=workspace,
+            agent_id=agent_id,
+            status=status,
+            run_id=run_id,
+        )
+    emit(items, lambda: click.echo(table(items, WAKEUP_COLUMNS)))
+
+
+@wakeups_group.command("show")
+@click.argument("wakeup_id")
+@json_option
+def wakeups_show(wakeup_id: str) -> None:
+    """Show one wakeup request."""
+    with api() as client:
+        item = client.get(f"/wakeups/{wakeup_id}")
+    emit(item, lambda: click.echo(details(item, list(item))))
+
+
+@click.group("agent")
+def agent_group() -> None:
+    """Inspect agents."""
+
+
+@agent_group.command("list")
+@WORKSPACE_OPTION
+@json_option
+def agent_list(workspace: str | None) -> None:
+    """List the agents of a workspace."""
+    with api() as client:
+        space = workspace_id(client, workspace)
+        agents = client.collect(f"/workspaces/{space}/agents", limit=1000)
+    emit(agents, lambda: click.echo(table(agents, AGENT_COLUMNS)))
+
+
+@agent_group.command("show")
+@click.argument("agent_id")
+@json_option
+def agent_show(agent_id: str) -> None:
+    """Show one agent."""
+    with api() as client:
+        agent = client.get(f"/agents/{agent_id}")
+    emit(agent, lambda: click.echo(details(agent, list(agent))))
+
+
+@click.group("workspace")
+def workspace_group() -> None:
+    """Inspect workspaces."""
+
+
+@workspace_group.command("list")
+@json_option
+def workspace_list() -> None:
+    """List workspaces."""
+    with api() as client:
+        spaces = client.collect("/workspaces", limit=1000)
+    columns = [("id", "id"), ("name", "name"), ("description", "description")]
+    emit(spaces, lambda: click.echo(table(spaces, columns)))

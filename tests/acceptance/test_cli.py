@@ -1,0 +1,288 @@
+"""The ``office`` command line: exit statuses, one-line errors, db/import/export, serve."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from click.testing import CliRunner, Result
+
+from office_scheduler.cli import office
+from office_scheduler.store import migrate
+from office_scheduler.store.facade import Store
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo-office"
+CLEAN_ENV = {
+    name: None
+    for name in (
+        "OFFICE_HOME",
+        "OFFICE_DATABASE_URL",
+        "OFFICE_API_URL",
+        "OFFICE_TOKEN",
+        "OFFICE_AGENT_ID",
+        "OFFICE_WORKSPACE_ID",
+        "OFFICE_TASK_ID",
+        "OFFICE_LOG_FORMAT",
+    )
+}
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """The CLI configures logging for its process; give the next test the old setup back."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    config = structlog.get_config()
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.configure(**config)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+def run(home: Path, *args: str, input: str | None = None, **env: str) -> Result:
+    runner = CliRunner()
+    return runner.invoke(
+        office, list(args), input=input, env={**CLEAN_ENV, "OFFICE_HOME": str(home), **env}
+    )
+
+
+def one_line_error(result: Result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    assert lines[0].startswith("office: ")
+    return lines[0]
+
+
+def closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["no-such-command"],
+        ["task", "create"],
+        ["task", "list", "--state", "SLEEPING"],
+        ["runs", "list", "--limit", "0"],
+        ["serve", "--port", "99999"],
+        ["serve", "--no-api", "--no-scheduler"],
+        ["task", "update", "abc"],
+        ["--log-format", "xml", "db", "upgrade"],
+    ],
+)
+def test_bad_usage_exits_2_with_one_line(home: Path, args: list[str]) -> None:
+    result = run(home, *args)
+
+    assert result.exit_code == 2, result.output
+    one_line_error(result)
+    assert result.stdout == ""
+
+
+def test_wake_self_needs_the_agent_id(home: Path) -> None:
+    result = run(home, "wake", "self", "--reason", "later")
+
+    assert result.exit_code == 2
+    assert "OFFICE_AGENT_ID" in one_line_error(result)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["task", "list", "--workspace", "w1"],
+        ["--json", "task", "show", "t1"],
+        ["task", "done", "t1"],
+        ["comment", "add", "t1", "--body", "hi"],
+        ["wake", "a1", "--reason", "go"],
+        ["runs", "list"],
+        ["wakeups", "list", "--json"],
+    ],
+)
+def test_unreachable_server_exits_1_with_one_line(home: Path, args: list[str]) -> None:
+    url = closed_port_url()
+
+    result = run(home, "--api-url", url, *args)
+
+    assert result.exit_code == 1, result.output
+    assert one_line_error(result) == f"office: cannot reach the office server at {url}"
+
+
+def test_db_upgrade_creates_the_schema(home: Path) -> None:
+    first = run(home, "db", "upgrade")
+    again = run(home, "db", "upgrade")
+
+    assert first.exit_code == 0, first.output
+    assert again.exit_code == 0, again.output
+    assert f"is at revision {migrate.head_revision()}" in first.stdout
+    assert (home / "office.db").is_file()
+    store = Store.open(f"sqlite:///{home / 'office.db'}")
+    try:
+        assert migrate.current_revision(store.db) == migrate.head_revision()
+    finally:
+        store.close()
+
+
+def test_import_dry_run_shows_the_plan_and_changes_nothing(home: Path) -> None:
+    result = run(home, "import", str(EXAMPLE), "--dry-run")
+
+    assert result.exit_code == 0, result.output
+    assert "Import plan for workspace 'Demo Office'" in result.stdout
+    for line in ("workspace  Demo Office", "agent      coordinator", "project    greeting"):
+        assert line in result.stdout
+    assert result.stdout.count("create") == 5
+    assert "Dry run: nothing was changed." in result.stdout
+    listed = run(home, "--json", "import", str(EXAMPLE), "--dry-run")
+    assert listed.exit_code == 0
+    plan = json.loads(listed.stdout)
+    assert plan["applied"] is False
+    assert {c["action"] for c in plan["changes"]} == {"create"}
+
+
+def test_import_applies_then_reports_nothing_to_change(home: Path, tmp_path: Path) -> None:
+    config = tmp_path / "office"
+    (config / "agents").mkdir(parents=True)
+    (config / "office.yml").write_text("workspace: {name: Small}\n")
+    (config / "agents" / "solo.yml").write_text("role: worker\ncooldown_s: 2\n")
+
+    refused = run(home, "import", str(config))
+    applied = run(home, "import", str(config), "--yes")
+    (config / "agents" / "solo.yml").write_text("role: worker\ncooldown_s: 5\n")
+    planned = run(home, "--json", "import", str(config), "--dry-run")
+    updated = run(home, "import", str(config), "-y")
+    unchanged = run(home, "import", str(config), "-y")
+
+    assert refused.exit_code == 2
+    assert "--yes" in one_line_error(refused)
+    assert applied.exit_code == 0, applied.output
+    assert "Applied. Workspace id:" in applied.stdout
+    changes = {c["name"]: c for c in json.loads(planned.stdout)["changes"]}
+    assert changes["solo"]["action"] == "update"
+    assert changes["solo"]["fields"] == ["cooldown_s"]
+    assert changes["Small"]["action"] == "unchanged"
+    assert updated.exit_code == 0
+    assert "Nothing to change." in unchanged.stdout
+
+
+def test_import_rejects_bad_config_with_the_field(home: Path, tmp_path: Path) -> None:
+    config = tmp_path / "office"
+    (config / "agents").mkdir(parents=True)
+    (config / "office.yml").write_text("workspace: {name: Bad}\n")
+    (config / "agents" / "coder.yml").write_text("role: worker\nmax_concurrent_sessions: 0\n")
+
+    result = run(home, "import", str(config), "--dry-run")
+
+    assert result.exit_code == 2
+    line = one_line_error(result)
+    assert line.startswith("office: agents/coder.yml: max_concurrent_sessions")
+
+
+def test_export_writes_what_import_reads(home: Path, tmp_path: Path) -> None:
+    assert run(home, "import", str(EXAMPLE), "--yes").exit_code == 0
+
+    exported = run(home, "export", "--workspace", "Demo Office", str(tmp_path / "out"))
+    missing = run(home, "export", "--workspace", "Nobody", str(tmp_path / "out2"))
+    again = run(home, "--json", "import", str(tmp_path / "out"), "--dry-run")
+
+    assert exported.exit_code == 0, exported.output
+    assert (tmp_path / "out" / "agents" / "coordinator.yml").is_file()
+    assert missing.exit_code == 1
+    assert "no workspace named 'Nobody'" in one_line_error(missing)
+    assert {c["action"] for c in json.loads(again.stdout)["changes"]} == {"unchanged"}
+
+
+def test_export_needs_an_initialised_database(home: Path, tmp_path: Path) -> None:
+    result = run(home, "export", "--workspace", "x", str(tmp_path / "out"))
+
+    assert result.exit_code == 1
+    assert "office db upgrade" in one_line_error(result)
+
+
+class Server:
+    """``office serve`` as a real process on a free port."""
+
+    def __init__(self, home: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OFFICE_")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "office_scheduler", "serve", "--port", "0"],
+            env={**env, "OFFICE_HOME": str(home)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.token_line = self.proc.stdout.readline()
+        self.serving_line = self.proc.stdout.readline()
+        self.url = self.serving_line.split("API at ")[1].split(",")[0]
+
+    def stop(self) -> tuple[int, str, str]:
+        self.proc.send_signal(signal.SIGTERM)
+        out, err = self.proc.communicate(timeout=30)
+        return self.proc.returncode, out, err
+
+
+def test_serve_answers_client_commands_and_stops_cleanly(home: Path) -> None:
+    assert run(home, "import", str(EXAMPLE), "--yes").exit_code == 0
+    server = Server(home)
+    try:
+        token = (home / "admin_token").read_text().strip()
+
+        def client(*args: str, input: str | None = None) -> Result:
+            return run(home, "--api-url", server.url, *args, input=input)
+
+        created = client("--json", "task", "create", "--title", "Plain job", "--kanban")
+        task: dict[str, Any] = json.loads(created.stdout)
+        updated = client("task", "update", task["id"], "--title", "Renamed", "--state", "in_review")
+        commented = client("comment", "add", task["id"], "--body", "-", input="from stdin\n")
+        done = client("task", "done", task["id"])
+        shown = client("--json", "task", "show", task["id"])
+        listed = client("task", "list", "--state", "DONE")
+        agents = client("--json", "agent", "list")
+        missing = client("task", "show", "no-such-task")
+        invalid = client("task", "update", task["id"], "--assignee", "nobody")
+        bad_title = client("task", "create", "--title", "x" * 501)
+        bad_token = run(home, "--api-url", server.url, "--token", "osa_wrong", "runs", "list")
+        runs = client("--json", "runs", "list")
+    finally:
+        code, _out, err = server.stop()
+
+    assert "Admin token (shown once" in server.token_line
+    assert token in server.token_line
+    assert (home / "admin_token").stat().st_mode & 0o777 == 0o600
+    assert created.exit_code == 0, created.output
+    assert task["title"] == "Plain job"
+    assert updated.exit_code == 0, updated.output
+    assert commented.exit_code == 0, commented.output
+    assert done.exit_code == 0
+    assert json.loads(shown.stdout)["state"] == "DONE"
+    assert json.loads(shown.stdout)["title"] == "Renamed"
+    assert "Renamed" in listed.stdout
+    assert {a["name"] for a in json.loads(agents.stdout)} == {"coordinator", "writer", "reviewer"}
+    assert missing.exit_code == 1
+    one_line_error(missing)
+    assert invalid.exit_code == 2
+    assert "no agent 'nobody'" in one_line_error(invalid)
+    assert bad_title.exit_code == 2
+    one_line_error(bad_title)
+    assert bad_token.exit_code == 1
+    one_line_error(bad_token)
+    assert json.loads(runs.stdout) == []
+    assert code == 0, err
+    assert "Traceback" not in err

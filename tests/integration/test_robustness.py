@@ -1,0 +1,164 @@
+"""Regression tests for defects found by trying to break the scheduler."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from helpers import Office
+from office_scheduler.config import Settings
+from office_scheduler.domain.errors import DatabaseLockedError, InvalidInputError
+from office_scheduler.domain.models import WakeRequest
+from office_scheduler.domain.status import (
+    AgentStatus,
+    IntakeOutcome,
+    RunReason,
+    RunStatus,
+    WakeSource,
+    WakeupStatus,
+)
+from office_scheduler.pipeline.context import RunContext
+from office_scheduler.pipeline.steps import DEFAULT_STEPS
+from office_scheduler.service import Service
+from office_scheduler.testing import ScriptedExecutor
+
+
+async def test_wall_clock_jump_never_recovers_a_run_this_node_is_executing(
+    office: Office,
+) -> None:
+    await office.service.wake(office.worker.id)
+    node = office.service.settings.node_id
+    [run] = office.store.queue.claim(
+        now=office.clock.now(), node_id=node, lease=timedelta(seconds=60), limit=1
+    )
+    office.clock.advance(timedelta(seconds=120))
+    queue = office.store.queue
+    assert queue.recover_expired_leases(now=office.clock.now(), alive=[run.id]) == []
+    assert queue.get_run(run.id).status is RunStatus.CLAIMED
+    # Another node's stale claim is recovered, and the old holder can no longer end it.
+    assert queue.recover_expired_leases(now=office.clock.now()) == [run.id]
+    ended = queue.finish_run(
+        run.id,
+        status=RunStatus.FINISHED,
+        reason=RunReason.COMPLETED,
+        now=office.clock.now(),
+        node_id=node,
+    )
+    assert ended is None
+
+
+async def test_wake_merged_into_a_claimed_run_that_ends_unlaunched_is_handed_over(
+    office: Office,
+) -> None:
+    svc = office.service
+    blocker = await svc.office.create_task(
+        workspace_id=office.workspace.id, title="spec", project_id=office.project.id
+    )
+    task = await svc.office.create_task(
+        workspace_id=office.workspace.id,
+        title="build",
+        project_id=office.project.id,
+        assignee_agent_id=office.worker.id,
+        blocked_by=[blocker.id],
+    )
+
+    commented: list[bool] = []
+
+    async def comment_while_claimed(
+        ctx: RunContext, call_next: Callable[[], Awaitable[None]]
+    ) -> None:
+        if not commented:
+            commented.append(True)
+            await svc.office.add_comment(task.id, "please also do X")
+        await call_next()
+
+    service = Service(
+        svc.settings,
+        clock=office.clock,
+        executors={"command": office.executor},
+        store=svc.store,
+        steps=(comment_while_claimed, *DEFAULT_STEPS),
+    )
+    office.clock.advance(timedelta(seconds=5))
+    await service.run_until_idle()
+    runs = {r.id: r for r in service.store.listing.list_runs(agent_id=office.worker.id).items}
+    assert [(r.status, r.reason) for r in sorted(runs.values(), key=lambda r: r.id)] == [
+        (RunStatus.FINISHED, RunReason.BLOCKED),
+        (RunStatus.FINISHED, RunReason.COMPLETED),
+    ]
+    handed = max(runs)
+    assert [e.source for e in runs[handed].context] == [WakeSource.COMMENT]
+    comment_wakeup = service.store.listing.list_wakeups(agent_id=office.worker.id).items[0]
+    assert comment_wakeup.source is WakeSource.COMMENT
+    assert comment_wakeup.status is WakeupStatus.COALESCED
+    assert comment_wakeup.run_id == handed
+    assert len(office.executor.launches) == 1
+    assert "please also do X" in office.executor.launches[0].prompt
+    await service.stop()
+
+
+async def test_next_wake_ignores_due_runs_of_blocked_agents(office: Office) -> None:
+    queue, now = office.store.queue, office.clock.now()
+    await office.service.wake(office.worker.id)
+    office.store.office.update_agent(office.worker.id, now=now, status=AgentStatus.PAUSED)
+    assert queue.claim(now=now, node_id="n", lease=timedelta(seconds=60), limit=5) == []
+    assert queue.next_wake_at(now=now) is None  # nothing to wait for: sleep a safety tick
+    await office.service.intake.enqueue(
+        WakeRequest(
+            workspace_id=office.workspace.id,
+            agent_id=office.other_worker.id,
+            source=WakeSource.SELF,
+        )
+    )
+    assert queue.next_wake_at(now=now) == now + timedelta(seconds=5)
+
+
+async def test_caller_keys_are_scoped_to_the_agent(office: Office) -> None:
+    first = await office.service.wake(office.worker.id, idempotency_key="nightly")
+    other = await office.service.wake(office.other_worker.id, idempotency_key="nightly")
+    again = await office.service.wake(office.worker.id, idempotency_key="nightly")
+    assert first.outcome is IntakeOutcome.CREATED
+    assert other.outcome is IntakeOutcome.CREATED
+    assert other.request.agent_id == office.other_worker.id
+    assert again.outcome is IntakeOutcome.DEDUPLICATED
+
+
+@pytest.mark.parametrize(
+    ("payload", "key", "field"),
+    [
+        ({"when": object()}, None, "payload"),
+        ({"big": "x" * 300_000}, None, "payload"),
+        ({}, "", "idempotency_key"),
+    ],
+)
+async def test_bad_wake_input_is_rejected_before_anything_is_written(
+    office: Office, payload: dict[str, object], key: str | None, field: str
+) -> None:
+    with pytest.raises(InvalidInputError) as err:
+        await office.service.wake(office.worker.id, payload=payload, idempotency_key=key)
+    assert err.value.field == field
+    assert office.store.listing.list_wakeups().items == []
+
+
+async def test_second_scheduler_on_one_sqlite_file_refuses_to_drain(tmp_path: Path) -> None:
+    from office_scheduler.store import migrate
+    from office_scheduler.store.facade import Store
+
+    url = f"sqlite:///{tmp_path}/office.db"
+    first_store, second_store = Store.open(url), Store.open(url)
+    migrate.upgrade(first_store.db)
+    settings = Settings(home=tmp_path)
+    first = Service(settings, executors={"command": ScriptedExecutor()}, store=first_store)
+    second = Service(settings, executors={"command": ScriptedExecutor()}, store=second_store)
+    try:
+        await first.start()
+        with pytest.raises(DatabaseLockedError):
+            await second.run_until_idle()
+        with pytest.raises(DatabaseLockedError):
+            await second.start()
+    finally:
+        await first.close()
+        await second.close()
