@@ -81,7 +81,10 @@ def office(*args: str) -> Any:
     if done.returncode != 0:
         reason = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
         raise AgentError(f"office {' '.join(args[:2])} failed: {reason[0]}")
-    return json.loads(done.stdout) if done.stdout.strip() else None
+    try:
+        return json.loads(done.stdout) if done.stdout.strip() else None
+    except ValueError:
+        raise AgentError(f"office {' '.join(args[:2])} printed no JSON") from None
 
 
 def say(message: str) -> None:
@@ -108,7 +111,7 @@ def plan_subtasks(task: dict[str, Any], me: str) -> str:
         ),
     ]
     previous: str | None = None
-    lines = []
+    lines: list[str] = []
     for title, description, agent in steps:
         args = ["task", "create", "--title", title, "--description", description]
         args += ["--parent", task["id"], "--assignee", agent["id"]]

@@ -50,7 +50,8 @@ def _scoped_key(scope: str, key: str | None) -> str | None:
     """
     if key is None:
         return None
-    if not isinstance(key, str) or not key.strip():
+    text: object = key
+    if not isinstance(text, str) or not text.strip():
         raise InvalidInputError(
             "idempotency_key must be a non-empty string", field="idempotency_key"
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,15 @@ def test_token_of_a_finished_run_is_401(api: Api, office: Office) -> None:
     assert api.executor.launches, "the run was launched through the scripted executor"
     response = api.request("GET", f"/api/v1/runs/{office.run_id}", token=office.token)
     assert response.status_code == 401
+    late = api.service.tokens.mint_run(
+        workspace_id=office.ws,
+        agent_id=office.agent,
+        run_id=office.run_id,
+        now=api.clock.now(),
+        ttl=timedelta(hours=1),
+    )
+    unrevoked = api.request("GET", f"/api/v1/agents/{office.agent}", token=late)
+    assert unrevoked.status_code == 401, "a token of an ended run is refused even unrevoked"
 
 
 def test_run_token_reads_its_own_workspace(api: Api, office: Office) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -52,6 +53,12 @@ def _restore_logging() -> Iterator[None]:
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    """A copy of the demo office (importing creates its project directory)."""
+    return Path(shutil.copytree(EXAMPLE, tmp_path / "demo-office"))
 
 
 def run(home: Path, *args: str, input: str | None = None, **env: str) -> Result:
@@ -194,11 +201,12 @@ def test_import_rejects_bad_config_with_the_field(home: Path, tmp_path: Path) ->
     assert line.startswith("office: agents/coder.yml: max_concurrent_sessions")
 
 
-def test_export_writes_what_import_reads(home: Path, tmp_path: Path) -> None:
-    assert run(home, "import", str(EXAMPLE), "--yes").exit_code == 0
+def test_export_writes_what_import_reads(home: Path, tmp_path: Path, example: Path) -> None:
+    assert run(home, "import", str(example), "--yes").exit_code == 0
 
     exported = run(home, "export", "--workspace", "Demo Office", str(tmp_path / "out"))
     missing = run(home, "export", "--workspace", "Nobody", str(tmp_path / "out2"))
+    only = run(home, "export", str(tmp_path / "out3"))
     again = run(home, "--json", "import", str(tmp_path / "out"), "--dry-run")
 
     assert exported.exit_code == 0, exported.output
@@ -206,6 +214,10 @@ def test_export_writes_what_import_reads(home: Path, tmp_path: Path) -> None:
     assert missing.exit_code == 1
     assert "no workspace named 'Nobody'" in one_line_error(missing)
     assert {c["action"] for c in json.loads(again.stdout)["changes"]} == {"unchanged"}
+    assert only.exit_code == 0
+    assert (tmp_path / "out3" / "office.yml").read_text() == (
+        tmp_path / "out" / "office.yml"
+    ).read_text()
 
 
 def test_export_needs_an_initialised_database(home: Path, tmp_path: Path) -> None:
@@ -238,8 +250,8 @@ class Server:
         return self.proc.returncode, out, err
 
 
-def test_serve_answers_client_commands_and_stops_cleanly(home: Path) -> None:
-    assert run(home, "import", str(EXAMPLE), "--yes").exit_code == 0
+def test_serve_answers_client_commands_and_stops_cleanly(home: Path, example: Path) -> None:
+    assert run(home, "import", str(example), "--yes").exit_code == 0
     server = Server(home)
     try:
         token = (home / "admin_token").read_text().strip()

@@ -391,3 +391,18 @@ async def test_blockers_resolved_and_children_completed_wake_their_agents(
     parent_launches = [x for x in office.executor.launches if x.task_id == parent.id]
     assert len(parent_launches) == 2
     assert "**task_children_completed**" in parent_launches[1].prompt
+
+
+async def test_removing_the_last_open_blocker_wakes_the_assignee(office: Office) -> None:
+    svc = office.service
+    blocker = await svc.office.create_task(
+        workspace_id=office.workspace.id, title="spec", project_id=office.project.id
+    )
+    task = await _assigned_task(office, blocked_by=[blocker.id])
+    await _drain(office)
+    assert office.executor.launches == []
+    office.clock.advance(timedelta(seconds=10))
+    await svc.office.remove_blocker(task.id, blocker.id)
+    await _drain(office)
+    assert len(office.executor.launches) == 1
+    assert "**task_blockers_resolved**" in office.executor.launches[0].prompt

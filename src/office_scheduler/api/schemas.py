@@ -31,7 +31,6 @@ Text = Annotated[str, Field(max_length=MAX_TEXT)]
 Body = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
 EntityId = Annotated[str, Field(min_length=1, max_length=100)]
 IdList = Annotated[list[EntityId], Field(max_length=MAX_ITEMS)]
-ShortText = Annotated[str, Field(max_length=200)]
 PathText = Annotated[str, Field(max_length=4096)]
 Key = Annotated[str, Field(min_length=1, max_length=500)]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=200)]
@@ -49,7 +48,7 @@ def has_nul(value: object) -> bool:
     return False
 
 
-class Request(BaseModel):
+class InputModel(BaseModel):
     """Base of request bodies: unknown fields and NUL characters in text are errors."""
 
     model_config = ConfigDict(extra="forbid")
@@ -83,7 +82,7 @@ class Request(BaseModel):
         return sent
 
 
-class ExecutorIn(Request):
+class ExecutorIn(InputModel):
     """How to launch an agent session (see :class:`ExecutorConfig`); ``env`` values are secret."""
 
     kind: Literal["command", "acp"] = "command"
@@ -121,7 +120,7 @@ class ExecutorIn(Request):
 ExecutorMap = Annotated[dict[Name, ExecutorIn], Field(max_length=MAX_ITEMS)]
 
 
-class SettingsPatch(Request):
+class SettingsPatch(InputModel):
     """Workspace settings to change; fields left out keep their current value.
 
     An executor sent without ``env`` keeps the environment it has (responses show only
@@ -163,7 +162,7 @@ def _env_of(config: ExecutorConfig | None) -> dict[str, str] | None:
     return None if config is None else config.env
 
 
-class SettingsIn(Request):
+class SettingsIn(InputModel):
     """Workspace settings for a new workspace (defaults as documented in DESIGN §5)."""
 
     coalesce_window_s: float = Field(default=5.0, ge=0, le=3600)
@@ -181,7 +180,7 @@ class SettingsIn(Request):
         )
 
 
-class WorkspaceCreate(Request):
+class WorkspaceCreate(InputModel):
     """``POST /api/v1/workspaces``."""
 
     name: Name
@@ -189,14 +188,14 @@ class WorkspaceCreate(Request):
     settings: SettingsIn = Field(default_factory=SettingsIn)
 
 
-class WorkspacePatch(Request):
+class WorkspacePatch(InputModel):
     """``PATCH /api/v1/workspaces/{id}``."""
 
     description: Text | None = None
     settings: SettingsPatch | None = None
 
 
-class ProjectCreate(Request):
+class ProjectCreate(InputModel):
     """``POST /api/v1/workspaces/{id}/projects``."""
 
     name: Name
@@ -206,7 +205,7 @@ class ProjectCreate(Request):
     repos: Annotated[list[PathText], Field(max_length=MAX_ITEMS)] = Field(default_factory=list)
 
 
-class ProjectPatch(Request):
+class ProjectPatch(InputModel):
     """``PATCH /api/v1/projects/{id}``; ``null`` clears ``directory`` or ``executor``."""
 
     description: Text | None = None
@@ -217,7 +216,7 @@ class ProjectPatch(Request):
     NULLABLE: ClassVar[frozenset[str]] = frozenset({"directory", "executor"})
 
 
-class AgentCreate(Request):
+class AgentCreate(InputModel):
     """``POST /api/v1/workspaces/{id}/agents``; ``skip_idle_wakeups`` defaults by role."""
 
     name: Name
@@ -230,7 +229,7 @@ class AgentCreate(Request):
     executor: Name | None = None
 
 
-class AgentPatch(Request):
+class AgentPatch(InputModel):
     """``PATCH /api/v1/agents/{id}`` (pause: ``{"status": "paused"}``, resume: ``"idle"``).
 
     ``null`` clears ``executor`` and resets ``skip_idle_wakeups`` to the role's default.
@@ -248,7 +247,7 @@ class AgentPatch(Request):
     NULLABLE: ClassVar[frozenset[str]] = frozenset({"executor", "skip_idle_wakeups"})
 
 
-class WakeIn(Request):
+class WakeIn(InputModel):
     """``POST /api/v1/agents/{id}/wake``."""
 
     reason: Text | None = None
@@ -257,7 +256,7 @@ class WakeIn(Request):
     idempotency_key: Key | None = None
 
 
-class TaskCreate(Request):
+class TaskCreate(InputModel):
     """``POST /api/v1/workspaces/{id}/tasks``.
 
     ``workflow`` ``office`` (default) makes an Office task, which gets autonomous wakes;
@@ -278,7 +277,7 @@ class TaskCreate(Request):
     workflow: Literal["office", "kanban"] = "office"
 
 
-class TaskPatch(Request):
+class TaskPatch(InputModel):
     """``PATCH /api/v1/tasks/{id}``; ``null`` unassigns, clears the executor or the project."""
 
     title: Title | None = None
@@ -294,19 +293,19 @@ class TaskPatch(Request):
     NULLABLE: ClassVar[frozenset[str]] = frozenset({"assignee_agent_id", "executor", "project_id"})
 
 
-class BlockerIn(Request):
+class BlockerIn(InputModel):
     """``POST /api/v1/tasks/{id}/blockers``."""
 
     blocker_task_id: EntityId
 
 
-class CommentIn(Request):
+class CommentIn(InputModel):
     """``POST /api/v1/tasks/{id}/comments``."""
 
     body: Body
 
 
-class QueueRunIn(Request):
+class QueueRunIn(InputModel):
     """``POST /api/v1/runs``: queue a run for any task (ordinary kanban tasks included)."""
 
     task_id: EntityId

@@ -21,7 +21,15 @@ from office_scheduler.cli.runtime import (
     install_signal_handlers,
     upgrade_database,
 )
-from office_scheduler.cli.state import CliError, CliState, emit, json_option, state, table
+from office_scheduler.cli.state import (
+    CliError,
+    CliState,
+    db_option,
+    emit,
+    json_option,
+    state,
+    table,
+)
 from office_scheduler.config import Settings
 from office_scheduler.files import ImportPlan, apply_import, export_config, load_config, plan_import
 from office_scheduler.service import Service
@@ -60,6 +68,7 @@ def open_store(current: CliState, *, upgrade: bool) -> Iterator[Store]:
 @click.option("--port", default=8700, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--no-api", is_flag=True, help="Run only the scheduler loops.")
 @click.option("--no-scheduler", is_flag=True, help="Serve only the HTTP API.")
+@db_option
 def serve(host: str, port: int, no_api: bool, no_scheduler: bool) -> None:
     """Run the scheduler and the HTTP API until SIGINT/SIGTERM (then exit 0)."""
     if no_api and no_scheduler:
@@ -98,6 +107,7 @@ def db_group() -> None:
 
 
 @db_group.command("upgrade")
+@db_option
 def db_upgrade() -> None:
     """Create or migrate the database schema to the newest revision."""
     current = state()
@@ -122,6 +132,7 @@ def plan_rows(plan: ImportPlan) -> list[dict[str, object]]:
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--dry-run", is_flag=True, help="Show the plan and change nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Apply without asking for confirmation.")
+@db_option
 @json_option
 def import_command(directory: Path, dry_run: bool, yes: bool) -> None:
     """Create or update a workspace, its agents and projects from a config DIRECTORY."""
@@ -161,14 +172,18 @@ def import_command(directory: Path, dry_run: bool, yes: bool) -> None:
 
 
 @click.command("export")
-@click.option("--workspace", "workspace", required=True, help="Workspace name (or id).")
+@click.option("--workspace", "workspace", help="Workspace name or id (default: the only one).")
 @click.argument("directory", type=click.Path(path_type=Path))
-def export_command(workspace: str, directory: Path) -> None:
+@db_option
+def export_command(workspace: str | None, directory: Path) -> None:
     """Write a workspace's config to DIRECTORY (same format as `office import`)."""
     with open_store(state(), upgrade=False) as store:
-        found = store.office.find_workspace_by_name(workspace)
-        if found is None:
-            found = next((w for w in store.office.list_workspaces() if w.id == workspace), None)
+        spaces = store.office.list_workspaces()
+        if workspace is None:
+            if len(spaces) != 1:
+                raise CliError("name the workspace to export with --workspace", 2)
+            workspace = spaces[0].name
+        found = next((w for w in spaces if workspace in (w.name, w.id)), None)
         if found is None:
             raise CliError(f"no workspace named {workspace!r}")
         written = export_config(store, found.id, directory)

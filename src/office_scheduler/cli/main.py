@@ -6,6 +6,7 @@ reported as one line on stderr (a traceback only with ``-vv``).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -15,12 +16,8 @@ from typing import Any, NoReturn
 
 import click
 
-from office_scheduler.cli.admin import db_group, export_command, import_command, serve
-from office_scheduler.cli.demo import demo
 from office_scheduler.cli.logs import LogFormat, configure_logging
-from office_scheduler.cli.ops import agent_group, runs_group, wake, wakeups_group, workspace_group
 from office_scheduler.cli.state import DEFAULT_API_URL, CliError, CliState
-from office_scheduler.cli.tasks import comment_group, task_group
 from office_scheduler.config import default_home
 from office_scheduler.domain.errors import InvalidInputError, OfficeError
 
@@ -37,8 +34,43 @@ def _usage_line(exc: click.UsageError) -> str:
     return f"{exc.format_message()} (see '{where} --help')"
 
 
+#: Subcommands by name, imported on first use so that client commands (which agents run
+#: many times) do not pay for the server's imports.
+COMMANDS = {
+    "serve": "admin:serve",
+    "db": "admin:db_group",
+    "import": "admin:import_command",
+    "export": "admin:export_command",
+    "demo": "demo:demo",
+    "task": "tasks:task_group",
+    "comment": "tasks:comment_group",
+    "wake": "ops:wake",
+    "runs": "ops:runs_group",
+    "wakeups": "ops:wakeups_group",
+    "agent": "ops:agent_group",
+    "workspace": "ops:workspace_group",
+}
+
+
 class OfficeGroup(click.Group):
-    """A group whose errors all end as one stderr line and the documented exit status."""
+    """A group whose errors all end as one stderr line and the documented exit status.
+
+    Its subcommands (:data:`COMMANDS`) are loaded lazily.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every subcommand name, sorted."""
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """Import and return the subcommand ``cmd_name`` (``None`` when unknown)."""
+        if cmd_name in self.commands or cmd_name not in COMMANDS:
+            return self.commands.get(cmd_name)
+        module, attr = COMMANDS[cmd_name].split(":")
+        command = getattr(importlib.import_module(f"office_scheduler.cli.{module}"), attr)
+        if not isinstance(command, click.Command):  # pragma: no cover - a wiring mistake
+            raise TypeError(f"{COMMANDS[cmd_name]} is not a click command")
+        return command
 
     def main(
         self,
@@ -125,23 +157,6 @@ def office(
         verbose=verbose,
         environ=dict(os.environ),
     )
-
-
-for command in (
-    serve,
-    db_group,
-    import_command,
-    export_command,
-    demo,
-    task_group,
-    comment_group,
-    wake,
-    runs_group,
-    wakeups_group,
-    agent_group,
-    workspace_group,
-):
-    office.add_command(command)
 
 
 def main() -> None:

@@ -105,6 +105,24 @@ def json_option(func: F) -> F:
     return option(func)
 
 
+def _set_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    found = ctx.find_object(CliState)
+    if value and found is not None:
+        found.database_url = value
+
+
+def db_option(func: F) -> F:
+    """Add ``--db URL`` to a server-side command (same as the global ``office --db``)."""
+    option = click.option(
+        "--db",
+        "db",
+        expose_value=False,
+        callback=_set_db,
+        help="Database URL (default: the global --db / OFFICE_DATABASE_URL).",
+    )
+    return option(func)
+
+
 def emit(data: Any, render: Callable[[], None]) -> None:
     """Print ``data`` as JSON with ``--json``, otherwise call ``render``."""
     if state().json:

@@ -64,6 +64,9 @@ class OfficeSubscribers:
             )
         if after.state.is_terminal and not before.state.is_terminal:
             await self._resolve_dependants(after)
+        removed = set(before.blocked_by) - set(after.blocked_by)
+        if removed and _wakeable(after):
+            await self._wake_if_unblocked(after, cause=sorted(removed)[0])
 
     async def on_comment_added(self, event: CommentAdded) -> None:
         """A comment by anyone but the assignee on an Office task → ``comment`` wake."""
@@ -99,25 +102,28 @@ class OfficeSubscribers:
             )
         )
 
+    async def _wake_if_unblocked(self, task: Task, *, cause: str) -> None:
+        """Send ``task_blockers_resolved`` when ``task`` has no open blocker left."""
+        if await asyncio.to_thread(self._store.office.open_blocker_ids, task.id):
+            return
+        assert task.assignee_agent_id is not None
+        await self._intake.enqueue(
+            WakeRequest(
+                workspace_id=task.workspace_id,
+                agent_id=task.assignee_agent_id,
+                source=WakeSource.TASK_BLOCKERS_RESOLVED,
+                task_id=task.id,
+                payload={"task_id": task.id, "resolved_blocker_ids": list(task.blocked_by)},
+                idempotency_key=f"task_blockers_resolved:{task.id}:{cause}",
+            )
+        )
+
     async def _resolve_dependants(self, finished: Task) -> None:
         office = self._store.office
         dependants = await asyncio.to_thread(office.list_blocked_by, finished.id)
         for task in dependants:
-            if not _wakeable(task):
-                continue
-            if await asyncio.to_thread(office.open_blocker_ids, task.id):
-                continue
-            assert task.assignee_agent_id is not None
-            await self._intake.enqueue(
-                WakeRequest(
-                    workspace_id=task.workspace_id,
-                    agent_id=task.assignee_agent_id,
-                    source=WakeSource.TASK_BLOCKERS_RESOLVED,
-                    task_id=task.id,
-                    payload={"task_id": task.id, "resolved_blocker_ids": list(task.blocked_by)},
-                    idempotency_key=f"task_blockers_resolved:{task.id}:{finished.id}",
-                )
-            )
+            if _wakeable(task):
+                await self._wake_if_unblocked(task, cause=finished.id)
         if finished.parent_id is None:
             return
         parent = await asyncio.to_thread(office.get_task, finished.parent_id)

@@ -156,7 +156,7 @@ def _agent(path: Path, where: str) -> AgentSpec:
     spec = _Fields(_read_yaml(path, where), where)
     role = AgentRole(spec.choice("role", AgentRole))
     agent = AgentSpec(
-        name=spec.text("name", path.stem) or path.stem,
+        name=spec.text("name", path.stem).strip() or path.stem,
         role=role,
         instructions=spec.text("instructions"),
         max_concurrent_sessions=spec.integer("max_concurrent_sessions", 1, minimum=1, maximum=1000),
@@ -175,7 +175,7 @@ def _project(path: Path, where: str, root: Path) -> ProjectSpec:
     if directory is not None:
         directory = str((root / Path(directory).expanduser()).resolve())
     project = ProjectSpec(
-        name=spec.text("name", path.stem) or path.stem,
+        name=spec.text("name", path.stem).strip() or path.stem,
         description=spec.text("description"),
         directory=directory,
         executor=spec.optional_text("executor"),

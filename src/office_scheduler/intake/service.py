@@ -39,7 +39,7 @@ def validate_request(request: WakeRequest) -> None:
         raise InvalidInputError(f"payload is not valid JSON: {exc}", field="payload") from None
     if len(encoded.encode()) > MAX_PAYLOAD_BYTES:
         raise InvalidInputError("payload is larger than 256 KiB", field="payload")
-    key = request.idempotency_key
+    key: object = request.idempotency_key
     if key is not None and (not isinstance(key, str) or not key.strip() or len(key) > 500):
         raise InvalidInputError(
             "idempotency_key must be a non-empty string of at most 500 characters",

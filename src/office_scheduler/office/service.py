@@ -115,6 +115,22 @@ class OfficeService:
             )
         return after
 
+    async def remove_blocker(
+        self, task_id: str, blocker_task_id: str, *, actor_agent_id: str | None = None
+    ) -> Task:
+        """Stop ``task_id`` waiting for ``blocker_task_id``; publishes :class:`TaskUpdated`.
+
+        Removing the last open blocker of an assigned Office task wakes its assignee with
+        ``task_blockers_resolved``, as if the blocker had ended.
+        """
+        before = await asyncio.to_thread(self._store.office.get_task, task_id)
+        after = await asyncio.to_thread(self._store.office.remove_blocker, task_id, blocker_task_id)
+        if before != after:
+            await self._bus.publish(
+                TaskUpdated(before=before, after=after, actor_agent_id=actor_agent_id)
+            )
+        return after
+
     async def add_comment(
         self,
         task_id: str,

@@ -133,7 +133,9 @@ async def remove_blocker(
 ) -> TaskDetailOut:
     """Remove a blocker link (idempotent)."""
     await load_task(service, principal, task_id)
-    task = await asyncio.to_thread(service.store.office.remove_blocker, task_id, blocker_id)
+    task = await service.office.remove_blocker(
+        task_id, blocker_id, actor_agent_id=principal.agent_id
+    )
     return await _detail(service, task)
 
 
