@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_FLAGS ?= --exit-when-idle
 
-.PHONY: demo test lint typecheck pytest bench clean venv
+.PHONY: demo test lint typecheck pytest clean venv
 
 venv: $(STAMP)
 
@@ -20,8 +20,8 @@ demo: $(STAMP)
 	$(BIN)/office demo $(DEMO_FLAGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests examples bench
-	$(BIN)/ruff format --check src tests examples bench
+	$(BIN)/ruff check src tests examples
+	$(BIN)/ruff format --check src tests examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy src tests
@@ -30,9 +30,6 @@ pytest: $(STAMP)
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
-
-bench: $(STAMP)
-	$(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
