@@ -47,8 +47,9 @@ class OfficeSubscribers:
         task = event.task
         if not _wakeable(task):
             return
-        assert task.assignee_agent_id is not None
-        await self._wake_assigned(task, key=f"task_assigned:{task.id}:{task.assignee_agent_id}")
+        await self._wake_assignee(
+            task, WakeSource.TASK_ASSIGNED, key=f"task_assigned:{task.id}:{task.assignee_agent_id}"
+        )
 
     async def on_task_updated(self, event: TaskUpdated) -> None:
         """React to a task change.
@@ -59,8 +60,10 @@ class OfficeSubscribers:
         before, after = event.before, event.after
         if after.assignee_agent_id != before.assignee_agent_id and _wakeable(after):
             stamp = int(after.updated_at.timestamp() * 1000)
-            await self._wake_assigned(
-                after, key=f"task_assigned:{after.id}:{after.assignee_agent_id}:{stamp}"
+            await self._wake_assignee(
+                after,
+                WakeSource.TASK_ASSIGNED,
+                key=f"task_assigned:{after.id}:{after.assignee_agent_id}:{stamp}",
             )
         if after.state.is_terminal and not before.state.is_terminal:
             await self._resolve_dependants(after)
@@ -77,27 +80,22 @@ class OfficeSubscribers:
             task.assignee_agent_id
         ):
             return
-        assert task.assignee_agent_id is not None
-        await self._intake.enqueue(
-            WakeRequest(
-                workspace_id=task.workspace_id,
-                agent_id=task.assignee_agent_id,
-                source=WakeSource.COMMENT,
-                task_id=task.id,
-                payload={"task_id": task.id, "comment_id": comment.id},
-                idempotency_key=f"comment:{comment.id}",
-            )
+        await self._wake_assignee(
+            task, WakeSource.COMMENT, key=f"comment:{comment.id}", comment_id=comment.id
         )
 
-    async def _wake_assigned(self, task: Task, *, key: str) -> None:
+    async def _wake_assignee(
+        self, task: Task, source: WakeSource, *, key: str, **payload: object
+    ) -> None:
+        """Wake the task's assignee about the task; the payload always names the task."""
         assert task.assignee_agent_id is not None
         await self._intake.enqueue(
             WakeRequest(
                 workspace_id=task.workspace_id,
                 agent_id=task.assignee_agent_id,
-                source=WakeSource.TASK_ASSIGNED,
+                source=source,
                 task_id=task.id,
-                payload={"task_id": task.id},
+                payload={"task_id": task.id, **payload},
                 idempotency_key=key,
             )
         )
@@ -106,16 +104,11 @@ class OfficeSubscribers:
         """Send ``task_blockers_resolved`` when ``task`` has no open blocker left."""
         if await asyncio.to_thread(self._store.office.open_blocker_ids, task.id):
             return
-        assert task.assignee_agent_id is not None
-        await self._intake.enqueue(
-            WakeRequest(
-                workspace_id=task.workspace_id,
-                agent_id=task.assignee_agent_id,
-                source=WakeSource.TASK_BLOCKERS_RESOLVED,
-                task_id=task.id,
-                payload={"task_id": task.id, "resolved_blocker_ids": list(task.blocked_by)},
-                idempotency_key=f"task_blockers_resolved:{task.id}:{cause}",
-            )
+        await self._wake_assignee(
+            task,
+            WakeSource.TASK_BLOCKERS_RESOLVED,
+            key=f"task_blockers_resolved:{task.id}:{cause}",
+            resolved_blocker_ids=list(task.blocked_by),
         )
 
     async def _resolve_dependants(self, finished: Task) -> None:
@@ -131,14 +124,8 @@ class OfficeSubscribers:
             return
         children = await asyncio.to_thread(office.list_children, parent.id)
         if all(child.state.is_terminal for child in children):
-            assert parent.assignee_agent_id is not None
-            await self._intake.enqueue(
-                WakeRequest(
-                    workspace_id=parent.workspace_id,
-                    agent_id=parent.assignee_agent_id,
-                    source=WakeSource.TASK_CHILDREN_COMPLETED,
-                    task_id=parent.id,
-                    payload={"task_id": parent.id},
-                    idempotency_key=f"task_children_completed:{parent.id}:{finished.id}",
-                )
+            await self._wake_assignee(
+                parent,
+                WakeSource.TASK_CHILDREN_COMPLETED,
+                key=f"task_children_completed:{parent.id}:{finished.id}",
             )
