@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_FLAGS ?= --exit-when-idle
 
-.PHONY: demo test lint typecheck pytest clean venv
+.PHONY: demo test lint typecheck pytest bench clean venv
 
 venv: $(STAMP)
 
@@ -20,14 +20,17 @@ demo: $(STAMP)
 	$(BIN)/office demo $(DEMO_FLAGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests examples
-	$(BIN)/ruff format --check src tests examples
+	$(BIN)/ruff check src tests examples bench
+	$(BIN)/ruff format --check src tests examples bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy src tests
 
 pytest: $(STAMP)
 	$(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_cron.py
 
 test: lint typecheck pytest
 

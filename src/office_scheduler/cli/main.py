@@ -49,6 +49,7 @@ COMMANDS = {
     "wakeups": "ops:wakeups_group",
     "agent": "ops:agent_group",
     "workspace": "ops:workspace_group",
+    "cron": "cron:cron_group",
 }
 
 
