@@ -27,6 +27,10 @@ from office_scheduler.intake.service import Intake
 from office_scheduler.office.service import OfficeService
 from office_scheduler.pipeline.context import PipelineDeps, RunContext, Step, compose
 from office_scheduler.pipeline.steps import DEFAULT_STEPS
+from office_scheduler.routines.firing import CronFirer
+from office_scheduler.routines.service import RoutineService
+from office_scheduler.routines.subscribers import RoutineRunSubscribers
+from office_scheduler.scheduler.cron import CronLoop
 from office_scheduler.scheduler.maintenance import MaintenanceLoop
 from office_scheduler.scheduler.runs import RunsLoop
 from office_scheduler.store.facade import Store
@@ -92,6 +96,16 @@ class Service:
         self.intake = Intake(self.store, self.clock, poke=self.runs.poke, publish=self.bus.publish)
         self.office = OfficeService(self.store, self.clock, self.bus)
         OfficeSubscribers(self.store, self.intake).register(self.bus)
+        self.routines = RoutineService(
+            self.store, self.clock, enqueue=self.intake.enqueue, publish=self.bus.publish
+        )
+        RoutineRunSubscribers(self.store, self.clock).register(self.bus)
+        self.cron_firer = CronFirer(self.store, self.clock, self.routines.dispatch)
+        self.cron = CronLoop(
+            fire_due=self.cron_firer.fire_due,
+            next_due_at=lambda: asyncio.to_thread(self.store.routines.next_due_at),
+            clock=self.clock,
+        )
         self.maintenance = MaintenanceLoop(
             store=self.store,
             clock=self.clock,
@@ -144,7 +158,7 @@ class Service:
         self._lock_file = handle
 
     async def start(self) -> None:
-        """Start the runs and maintenance loops (idempotent).
+        """Start the runs, cron and maintenance loops (idempotent).
 
         Raises:
             DatabaseLockedError: another process already runs the loops on this SQLite file.
@@ -155,7 +169,7 @@ class Service:
             self._lock_sqlite()
         self._started = True
         self.failed = asyncio.get_running_loop().create_future()
-        for task in (self.runs.start(), self.maintenance.start()):
+        for task in (self.runs.start(), self.cron.start(), self.maintenance.start()):
             task.add_done_callback(self._on_loop_done)
 
     def _on_loop_done(self, task: asyncio.Task[None]) -> None:
@@ -173,6 +187,7 @@ class Service:
                 self._lock_file.close()
                 self._lock_file = None
             return
+        await self.cron.stop()
         await self.runs.stop()
         await self.maintenance.stop()
         self._started = False
@@ -198,13 +213,14 @@ class Service:
         await self.close()
 
     async def run_until_idle(self) -> None:
-        """Process every run due at the clock's current time, then return (drain mode).
+        """Fire the routine ticks and process every run due at the clock's time (drain mode).
 
         Raises:
             DatabaseLockedError: another process runs the loops on this SQLite file.
         """
         if self._lock_file is None:
             self._lock_sqlite()
+        await self.cron_firer.fire_due()
         await self.runs.drain()
 
     async def wake(

@@ -96,7 +96,8 @@ def test_is_office_predicate(office_store: OfficeStore, acme: Tenant, now: datet
     assert kanban.is_office is False
     assert kanban.workflow_id == acme.workspace.kanban_workflow_id
     assert kanban_project.is_office is True
-    assert routine.is_office is False
+    # A heavy routine's task starts a run for its assignee like any Office task.
+    assert routine.is_office is True
     assert routine.workflow_id == acme.workspace.routine_workflow_id
     _, linked = office_store.update_task(
         kanban.id, now=now, changes={"project_id": acme.project.id}

@@ -8,6 +8,7 @@ from office_scheduler.store.engine import Database, open_database
 from office_scheduler.store.listing import ListingStore
 from office_scheduler.store.office import OfficeStore
 from office_scheduler.store.queue import QueueStore
+from office_scheduler.store.routines import RoutineStore
 from office_scheduler.store.runlog import RunLogStore
 from office_scheduler.store.tokens import TokenStore
 
@@ -20,6 +21,7 @@ class Store:
     office: OfficeStore
     queue: QueueStore
     runlog: RunLogStore
+    routines: RoutineStore
     tokens: TokenStore
     listing: ListingStore
 
@@ -31,6 +33,7 @@ class Store:
             office=OfficeStore(db),
             queue=QueueStore(db),
             runlog=RunLogStore(db),
+            routines=RoutineStore(db),
             tokens=TokenStore(db),
             listing=ListingStore(db),
         )

@@ -14,6 +14,7 @@ from office_scheduler.domain.status import AgentRole, AgentStatus
 from office_scheduler.store.engine import Database
 from office_scheduler.store.ids import new_id
 from office_scheduler.store.office_common import workspace_row
+from office_scheduler.store.routines import install_heartbeat
 from office_scheduler.store.rows import agent_from_row
 from office_scheduler.store.schema import agents
 from office_scheduler.store.sql import Row, all_rows, first_row, unique_conflict
@@ -145,6 +146,8 @@ class AgentMethods:
                     **values,
                 )
             )
+            if agent_role.is_coordinator:
+                install_heartbeat(conn, workspace_id=workspace_id, agent_id=agent_id, now=now)
             return agent_from_row(_agent_row(conn, agent_id))
 
     def get_agent(self, agent_id: str) -> Agent:
@@ -155,6 +158,12 @@ class AgentMethods:
         """
         with self._db.read() as conn:
             return agent_from_row(_agent_row(conn, agent_id))
+
+    def find_agent(self, agent_id: str) -> Agent | None:
+        """Return the agent ``agent_id``, or ``None``."""
+        with self._db.read() as conn:
+            row = first_row(conn, sa.select(agents).where(agents.c.id == agent_id))
+            return None if row is None else agent_from_row(row)
 
     def find_agent_by_name(self, workspace_id: str, name: str) -> Agent | None:
         """Return the agent called ``name`` in ``workspace_id``, or ``None``."""

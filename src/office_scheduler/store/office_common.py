@@ -22,11 +22,13 @@ def office_task_clause() -> sa.ColumnElement[bool]:
     """The Office predicate of a task row joined with its workspace row.
 
     Returns:
-        ``project_id IS NOT NULL OR workflow_id = workspaces.office_workflow_id``.
+        ``project_id IS NOT NULL`` or the task is on the workspace's ``office`` or ``routine``
+        workflow (a heavy routine's task starts a run for its assignee like any Office task).
     """
     return sa.or_(
         tasks.c.project_id.is_not(None),
         tasks.c.workflow_id == workspaces.c.office_workflow_id,
+        tasks.c.workflow_id == workspaces.c.routine_workflow_id,
     )
 
 

@@ -301,7 +301,15 @@ routine_runs = sa.Table(
     _ts("scheduled_for"),
     _ts("created_at", nullable=False),
     _ts("completed_at"),
+    # routine:<id>:<trigger_id>:<unix_minute>, routine:<id>:webhook:<key>, ... (specification).
+    sa.Column("idempotency_key", sa.String(600), unique=True),
+    # HMAC signature of a signed webhook delivery; a replay of it is rejected.
+    sa.Column("delivery_signature", sa.String(128)),
     sa.Index("ix_routine_runs_routine_fingerprint", "routine_id", "dispatch_fingerprint"),
+    sa.Index("ix_routine_runs_linked_task_id", "linked_task_id"),
+    sa.Index("ix_routine_runs_linked_run_id", "linked_run_id"),
+    sa.Index("ix_routine_runs_status_created_at", "status", "created_at"),
+    sa.UniqueConstraint("trigger_id", "delivery_signature"),
 )
 
 continuation_summaries = sa.Table(

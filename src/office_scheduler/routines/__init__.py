@@ -1,0 +1,1 @@
+"""Routine service: fire (cron, webhook, manual), variables, templates, policies, catch-up."""

@@ -1,0 +1,206 @@
+"""One pass of the cron loop: claim due ticks by compare-and-set, then fire them.
+
+A pass (1) gives unscheduled triggers their first tick, (2) claims each due trigger's ticks
+by moving its ``next_run_at`` with a compare-and-set that inserts their routine runs in the
+same transaction — so two scheduler processes on one PostgreSQL database can never fire a
+tick twice — and dispatches them, and (3) dispatches routine runs a stopped process claimed
+but never dispatched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+
+import structlog
+
+from office_scheduler.clock import Clock
+from office_scheduler.cron import CronSchedule, parse_schedule
+from office_scheduler.domain.errors import InvalidInputError, OfficeError
+from office_scheduler.domain.routines import (
+    CatchUpPolicy,
+    Routine,
+    RoutineRun,
+    RoutineRunSource,
+    RoutineRunStatus,
+    RoutineTrigger,
+)
+from office_scheduler.routines.templates import builtin_values, resolve_variables
+from office_scheduler.routines.ticks import TickPlan, plan_ticks
+from office_scheduler.store.facade import Store
+from office_scheduler.store.routines import NewRoutineRun
+
+log = structlog.get_logger(__name__)
+
+Dispatch = Callable[[RoutineRun, Routine | None], Awaitable[RoutineRun]]
+
+#: A ``received`` routine run older than this was left by a process that stopped.
+ABANDONED_AFTER = timedelta(minutes=1)
+
+
+def _unix_minute(instant: datetime) -> int:
+    return int(instant.timestamp()) // 60
+
+
+def tick_run(routine: Routine, trigger: RoutineTrigger, tick: datetime) -> NewRoutineRun:
+    """The routine run of one cron tick, with its built-ins taken from the tick."""
+    key = f"routine:{routine.id}:{trigger.id}:{_unix_minute(tick)}"
+    try:
+        values = resolve_variables(routine.variables, {}, builtin_values(tick, trigger.timezone))
+    except InvalidInputError as exc:
+        return NewRoutineRun(
+            routine_id=routine.id,
+            trigger_id=trigger.id,
+            source=RoutineRunSource.CRON,
+            variables=builtin_values(tick, trigger.timezone),
+            scheduled_for=tick,
+            idempotency_key=key,
+            status=RoutineRunStatus.FAILED,
+            status_reason=exc.message,
+        )
+    return NewRoutineRun(
+        routine_id=routine.id,
+        trigger_id=trigger.id,
+        source=RoutineRunSource.CRON,
+        variables=values,
+        scheduled_for=tick,
+        idempotency_key=key,
+    )
+
+
+def _runs_of(routine: Routine, trigger: RoutineTrigger, plan: TickPlan) -> list[NewRoutineRun]:
+    runs = [tick_run(routine, trigger, tick) for tick in plan.fire]
+    summary = plan.missed_summary()
+    if summary is None:
+        return runs
+    if routine.catch_up_policy is CatchUpPolicy.ENQUEUE_MISSED_WITH_CAP and runs:
+        first = runs[0]
+        runs[0] = NewRoutineRun(
+            routine_id=first.routine_id,
+            trigger_id=first.trigger_id,
+            source=first.source,
+            variables=first.variables,
+            scheduled_for=first.scheduled_for,
+            idempotency_key=first.idempotency_key,
+            missed=summary,
+            status=first.status,
+            status_reason=first.status_reason,
+        )
+        return runs
+    assert plan.missed_since is not None  # set whenever a summary exists
+    skipped = NewRoutineRun(
+        routine_id=routine.id,
+        trigger_id=trigger.id,
+        source=RoutineRunSource.CRON,
+        variables={},
+        scheduled_for=plan.missed_since,
+        idempotency_key=(
+            f"routine:{routine.id}:{trigger.id}:missed:{_unix_minute(plan.missed_since)}"
+        ),
+        missed=summary,
+        status=RoutineRunStatus.SKIPPED,
+        status_reason=f"missed {plan.missed_count} ticks since {summary['since']}",
+    )
+    return [skipped, *runs]
+
+
+class CronFirer:
+    """Fires due schedule triggers; the cron loop calls :meth:`fire_due` each pass.
+
+    Args:
+        store: the database.
+        clock: time source.
+        dispatch: the routine service's ``dispatch``.
+    """
+
+    def __init__(self, store: Store, clock: Clock, dispatch: Dispatch) -> None:
+        self._store = store
+        self._clock = clock
+        self._dispatch = dispatch
+
+    async def fire_due(self) -> list[RoutineRun]:
+        """Fire every tick due at the clock's current time; returns the routine runs made."""
+        now = self._clock.now()
+        await self._schedule_new(now)
+        made: list[RoutineRun] = []
+        for trigger in await asyncio.to_thread(self._store.routines.due_triggers, now):
+            made += await self._fire_trigger(trigger, now)
+        abandoned = await asyncio.to_thread(
+            self._store.routines.received_runs, created_before=now - ABANDONED_AFTER
+        )
+        for run in abandoned:
+            log.warning("routine_run_recovered", routine_run_id=run.id)
+            made.append(await self._dispatch_safely(run, None))
+        return made
+
+    async def _schedule_new(self, now: datetime) -> None:
+        for trigger in await asyncio.to_thread(self._store.routines.unscheduled_triggers):
+            schedule = await self._schedule_of(trigger)
+            if schedule is not None:
+                first = schedule.next_fire(now)
+                await asyncio.to_thread(self._store.routines.set_first_tick, trigger.id, first)
+
+    async def _schedule_of(self, trigger: RoutineTrigger) -> CronSchedule | None:
+        try:
+            return parse_schedule(trigger.cron_expression or "", trigger.timezone)
+        except InvalidInputError as exc:
+            log.error("routine_trigger_disabled", trigger_id=trigger.id, reason=exc.message)
+            await asyncio.to_thread(
+                self._store.routines.update_trigger, trigger.id, {"enabled": False}
+            )
+            return None
+
+    async def _fire_trigger(self, trigger: RoutineTrigger, now: datetime) -> list[RoutineRun]:
+        assert trigger.next_run_at is not None  # due triggers have one
+        schedule = await self._schedule_of(trigger)
+        if schedule is None:
+            return []
+        routine = await asyncio.to_thread(self._store.routines.get_routine, trigger.routine_id)
+        plan = plan_ticks(
+            schedule,
+            due_from=trigger.next_run_at,
+            now=now,
+            policy=routine.catch_up_policy,
+            cap=routine.catch_up_max,
+        )
+        claimed = await asyncio.to_thread(
+            self._store.routines.claim_ticks,
+            trigger.id,
+            expected_next_run_at=trigger.next_run_at,
+            next_run_at=plan.next_run_at,
+            last_fired_at=plan.fire[-1] if plan.fire else trigger.last_fired_at,
+            runs_to_insert=_runs_of(routine, trigger, plan),
+            now=now,
+        )
+        if claimed is None:
+            log.info("routine_ticks_claimed_elsewhere", trigger_id=trigger.id)
+            return []
+        log.info(
+            "routine_ticks_claimed",
+            routine_id=routine.id,
+            trigger_id=trigger.id,
+            fired=len(plan.fire),
+            missed=plan.missed_count,
+            next_run_at=plan.next_run_at.isoformat(),
+        )
+        done = []
+        for run in claimed:
+            if run.status is RoutineRunStatus.RECEIVED:
+                run = await self._dispatch_safely(run, routine)
+            done.append(run)
+        return done
+
+    async def _dispatch_safely(self, run: RoutineRun, routine: Routine | None) -> RoutineRun:
+        try:
+            return await self._dispatch(run, routine)
+        except OfficeError as exc:
+            log.error("routine_dispatch_failed", routine_run_id=run.id, error=exc.message)
+            settled = await asyncio.to_thread(
+                self._store.routines.settle,
+                run.id,
+                RoutineRunStatus.FAILED,
+                now=self._clock.now(),
+                reason=exc.message,
+            )
+            return settled or run

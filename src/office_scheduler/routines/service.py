@@ -1,0 +1,346 @@
+"""The routine service: routine and trigger CRUD, and firing by cron, webhook or hand.
+
+Every fire becomes a routine run (DESIGN §4) that goes through the concurrency policy; a
+heavy routine then creates a task on the routine workflow (whose ``task_assigned`` wake
+starts the work), a lightweight one sends a taskless ``routine`` wake through intake.
+Idempotency keys are those of the specification: ``routine:<id>:<trigger_id>:<unix_minute>``
+for cron ticks, ``routine:<id>:webhook:<key>`` for keyed webhook deliveries,
+``routine:<id>:webhook:<run_id>`` and ``routine:<id>:manual:<run_id>`` otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import structlog
+
+from office_scheduler.clock import Clock
+from office_scheduler.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from office_scheduler.domain.events import Event, TaskCreated
+from office_scheduler.domain.models import WakeRequest
+from office_scheduler.domain.routines import (
+    ConcurrencyPolicy,
+    Routine,
+    RoutineRun,
+    RoutineRunSource,
+    RoutineRunStatus,
+    RoutineStatus,
+    SigningMode,
+)
+from office_scheduler.domain.status import Classification, WakeSource
+from office_scheduler.routines import webhooks
+from office_scheduler.routines.templates import (
+    builtin_values,
+    dispatch_fingerprint,
+    render_template,
+    resolve_variables,
+)
+from office_scheduler.routines.triggers import TriggerOps
+from office_scheduler.routines.validation import routine_values
+from office_scheduler.store.facade import Store
+from office_scheduler.store.queue import IntakeResult
+from office_scheduler.store.routines import NewRoutineRun
+
+log = structlog.get_logger(__name__)
+
+Enqueue = Callable[[WakeRequest], Awaitable[IntakeResult]]
+Publish = Callable[[Event], Awaitable[None]]
+
+_ROUTINE_DEFAULTS: dict[str, object] = {
+    "description": "",
+    "assignee_agent_id": None,
+    "status": RoutineStatus.ACTIVE.value,
+    "concurrency_policy": ConcurrencyPolicy.COALESCE_IF_ACTIVE.value,
+    "catch_up_policy": "enqueue_missed_with_cap",
+    "catch_up_max": 25,
+    "task_template": None,
+    "variables": [],
+}
+
+
+class RoutineService(TriggerOps):
+    """Routines: CRUD, manual and webhook fires, dispatch (the cron loop uses :meth:`fire_due`).
+
+    Args:
+        store: the database.
+        clock: time source.
+        enqueue: intake's ``enqueue`` (lightweight routines wake through it).
+        publish: the event bus (a heavy routine's task is announced with ``TaskCreated``).
+    """
+
+    def __init__(self, store: Store, clock: Clock, *, enqueue: Enqueue, publish: Publish) -> None:
+        self._store = store
+        self._clock = clock
+        self._enqueue = enqueue
+        self._publish = publish
+
+    # -- routines -------------------------------------------------------------------------
+
+    async def _check_assignee(self, workspace_id: str, agent_id: object) -> None:
+        if agent_id is None:
+            return
+        agent = await asyncio.to_thread(self._store.office.find_agent, str(agent_id))
+        if agent is None or agent.workspace_id != workspace_id:
+            raise NotFoundError(
+                f"agent {agent_id} not found in workspace {workspace_id}",
+                field="assignee_agent_id",
+            )
+
+    async def create_routine(self, workspace_id: str, fields: Mapping[str, object]) -> Routine:
+        """Create a routine; unspecified fields take the specification's defaults.
+
+        Args:
+            workspace_id: the routine's workspace.
+            fields: ``name`` (required) and any of ``description``, ``assignee_agent_id``,
+                ``status``, ``concurrency_policy``, ``catch_up_policy``, ``catch_up_max``,
+                ``task_template`` (``{"title", "description"}`` or ``None``), ``variables``.
+
+        Raises:
+            InvalidInputError: a missing name or a malformed field (named in ``field``).
+            NotFoundError: no such workspace or assignee in it.
+        """
+        if "name" not in fields:
+            raise InvalidInputError("name is required", field="name")
+        values = routine_values({**_ROUTINE_DEFAULTS, **fields})
+        await self._check_assignee(workspace_id, values["assignee_agent_id"])
+        routine = await asyncio.to_thread(
+            self._store.routines.create_routine,
+            {"workspace_id": workspace_id, **values},
+            now=self._clock.now(),
+        )
+        log.info("routine_created", routine_id=routine.id, name=routine.name)
+        return routine
+
+    async def update_routine(self, routine_id: str, changes: Mapping[str, object]) -> Routine:
+        """Change a routine. Reactivating one reschedules its triggers from now.
+
+        Raises:
+            NotFoundError: no such routine or assignee.
+            InvalidInputError: a malformed field.
+        """
+        routine = await self.get_routine(routine_id)
+        values = routine_values(
+            changes,
+            current_template=routine.task_template,
+            current_variables=routine.variables,
+        )
+        if "assignee_agent_id" in values:
+            await self._check_assignee(routine.workspace_id, values["assignee_agent_id"])
+        updated = await asyncio.to_thread(
+            self._store.routines.update_routine, routine_id, values, now=self._clock.now()
+        )
+        if routine.status is not RoutineStatus.ACTIVE and updated.status is RoutineStatus.ACTIVE:
+            await self.reschedule(routine_id)
+        return updated
+
+    async def get_routine(self, routine_id: str) -> Routine:
+        """The routine ``routine_id``.
+
+        Raises:
+            NotFoundError: no such routine.
+        """
+        return await asyncio.to_thread(self._store.routines.get_routine, routine_id)
+
+    async def delete_routine(self, routine_id: str) -> None:
+        """Delete a routine, its triggers and its routine runs.
+
+        Raises:
+            NotFoundError: no such routine.
+        """
+        await asyncio.to_thread(self._store.routines.delete_routine, routine_id)
+
+    # -- fires ----------------------------------------------------------------------------
+
+    async def fire_manual(
+        self, routine_id: str, variables: Mapping[str, object] | None = None
+    ) -> RoutineRun:
+        """Fire a routine now ("fire now"); the wake has no coalescing hold.
+
+        Raises:
+            NotFoundError: no such routine.
+            ConflictError: the routine is not active.
+            InvalidInputError: a variable value of the wrong type or a missing required one.
+        """
+        routine = await self.get_routine(routine_id)
+        self._require_active(routine)
+        values = resolve_variables(
+            routine.variables, dict(variables or {}), builtin_values(self._clock.now(), "")
+        )
+        run, _ = await asyncio.to_thread(
+            self._store.routines.insert_run,
+            NewRoutineRun(
+                routine_id=routine.id,
+                trigger_id=None,
+                source=RoutineRunSource.MANUAL,
+                variables=values,
+                scheduled_for=None,
+                key_prefix=f"routine:{routine.id}:manual:",
+            ),
+            now=self._clock.now(),
+        )
+        return await self.dispatch(run, routine)
+
+    async def fire_webhook(
+        self, public_id: str, headers: Mapping[str, str], body: bytes
+    ) -> tuple[RoutineRun, bool]:
+        """Handle ``POST /api/routine-triggers/{public_id}/fire``.
+
+        Args:
+            public_id: the trigger's URL id.
+            headers: request headers, names in lower case.
+            body: the raw body (its JSON object provides the variables).
+
+        Returns:
+            ``(routine_run, created)``; ``created`` is false for a repeated
+            ``Idempotency-Key`` (the first delivery's run comes back, nothing else happens).
+
+        Raises:
+            NotFoundError: no such webhook trigger.
+            AuthError: a missing/wrong signature or bearer secret, or a stale timestamp;
+                nothing is stored.
+            ConflictError: a replayed signed delivery, or a disabled trigger or inactive
+                routine.
+            InvalidInputError: a malformed body, key or variable.
+        """
+        found = await asyncio.to_thread(self._store.routines.webhook_trigger, public_id)
+        if found is None:
+            raise NotFoundError("no such webhook trigger", field="public_id")
+        trigger, secret = found
+        now = self._clock.now()
+        mode = trigger.signing_mode or SigningMode.NONE
+        signature = webhooks.verify(mode, secret, headers, body, now)
+        key = webhooks.idempotency_key(headers)
+        provided = webhooks.parse_body(body)
+        routine = await self.get_routine(trigger.routine_id)
+        if not trigger.enabled:
+            raise ConflictError("this webhook trigger is disabled", field="enabled")
+        self._require_active(routine)
+        values = resolve_variables(
+            routine.variables, provided, builtin_values(now, trigger.timezone)
+        )
+        run, created = await asyncio.to_thread(
+            self._store.routines.insert_run,
+            NewRoutineRun(
+                routine_id=routine.id,
+                trigger_id=trigger.id,
+                source=RoutineRunSource.WEBHOOK,
+                variables=values,
+                scheduled_for=None,
+                idempotency_key=f"routine:{routine.id}:webhook:{key}" if key else None,
+                key_prefix=f"routine:{routine.id}:webhook:",
+                delivery_signature=signature,
+            ),
+            now=now,
+        )
+        if not created:
+            return run, False
+        return await self.dispatch(run, routine), True
+
+    @staticmethod
+    def _require_active(routine: Routine) -> None:
+        if routine.status is not RoutineStatus.ACTIVE:
+            raise ConflictError(
+                f"routine {routine.name!r} is {routine.status.value}; only active routines fire",
+                field="status",
+            )
+
+    # -- dispatch -------------------------------------------------------------------------
+
+    async def dispatch(self, run: RoutineRun, routine: Routine | None = None) -> RoutineRun:
+        """Take a ``received`` routine run through the policy gate to a task or a wake.
+
+        Safe to repeat (after a crash, or on several nodes): the gate and the final
+        transition are compare-and-set on ``received``, and a lightweight wake reuses the
+        routine run's idempotency key. Returns the routine run as it ends up.
+        """
+        routine = routine or await self.get_routine(run.routine_id)
+        failure = await self._dispatch_problem(routine, run)
+        if failure is not None:
+            return await self._settle(run, RoutineRunStatus.FAILED, failure)
+        rendered = (
+            render_template(routine.task_template, run.variables) if routine.task_template else None
+        )
+        if rendered is not None and not rendered.title.strip():
+            return await self._settle(run, RoutineRunStatus.FAILED, "rendered title is empty")
+        policy = routine.concurrency_policy
+        gate = await asyncio.to_thread(
+            self._store.routines.gate,
+            run.id,
+            fingerprint=dispatch_fingerprint(rendered, routine.assignee_agent_id),
+            enforce=policy is not ConcurrencyPolicy.ALWAYS_ENQUEUE,
+            coalesce=policy is ConcurrencyPolicy.COALESCE_IF_ACTIVE,
+            task=(
+                {
+                    "workspace_id": routine.workspace_id,
+                    "title": rendered.title.strip()[:500],
+                    "description": rendered.description,
+                    "assignee_agent_id": routine.assignee_agent_id,
+                }
+                if rendered is not None
+                else None
+            ),
+            now=self._clock.now(),
+        )
+        if gate.run is None:
+            return await asyncio.to_thread(self._store.routines.get_run, run.id)
+        if gate.task is not None:
+            log.info("routine_task_created", routine_id=routine.id, task_id=gate.task.id)
+            await self._publish(TaskCreated(task=gate.task))
+            return gate.run
+        if not gate.proceed:
+            log.info(
+                "routine_run_" + gate.run.status.value,
+                routine_id=routine.id,
+                routine_run_id=run.id,
+                active_routine_run_id=gate.active.id if gate.active else None,
+            )
+            return gate.run
+        return await self._wake(routine, gate.run)
+
+    async def _dispatch_problem(self, routine: Routine, run: RoutineRun) -> str | None:
+        if routine.status is not RoutineStatus.ACTIVE:
+            return f"routine is {routine.status.value}"
+        if routine.assignee_agent_id is None:
+            return "routine has no assignee"
+        agent = await asyncio.to_thread(self._store.office.find_agent, routine.assignee_agent_id)
+        if agent is None:
+            return f"assignee {routine.assignee_agent_id} no longer exists"
+        return None
+
+    async def _wake(self, routine: Routine, run: RoutineRun) -> RoutineRun:
+        assert routine.assignee_agent_id is not None  # checked by _dispatch_problem
+        payload: dict[str, Any] = {"routine_id": routine.id, "variables": run.variables}
+        if run.missed:
+            payload["missed_ticks"] = run.missed
+        periodic = run.source is RoutineRunSource.CRON
+        result = await self._enqueue(
+            WakeRequest(
+                workspace_id=routine.workspace_id,
+                agent_id=routine.assignee_agent_id,
+                source=WakeSource.ROUTINE,
+                payload=payload,
+                classification=Classification.PERIODIC if periodic else Classification.EVENT,
+                idempotency_key=run.idempotency_key,
+                hold=run.source is not RoutineRunSource.MANUAL,
+            )
+        )
+        settled = await asyncio.to_thread(
+            self._store.routines.settle,
+            run.id,
+            RoutineRunStatus.DISPATCHED,
+            now=self._clock.now(),
+            linked_run_id=result.request.run_id,
+        )
+        return settled or await self._reload(run)
+
+    async def _settle(self, run: RoutineRun, status: RoutineRunStatus, reason: str) -> RoutineRun:
+        log.warning("routine_run_" + status.value, routine_run_id=run.id, reason=reason)
+        settled = await asyncio.to_thread(
+            self._store.routines.settle, run.id, status, now=self._clock.now(), reason=reason
+        )
+        return settled or await self._reload(run)
+
+    async def _reload(self, run: RoutineRun) -> RoutineRun:
+        return await asyncio.to_thread(self._store.routines.get_run, run.id)

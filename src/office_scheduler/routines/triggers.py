@@ -1,0 +1,151 @@
+"""Trigger operations of the routine service: create, change, delete, reschedule."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from office_scheduler.clock import Clock
+from office_scheduler.cron import parse_schedule
+from office_scheduler.domain.errors import InvalidInputError
+from office_scheduler.domain.routines import RoutineTrigger, SigningMode, TriggerKind
+from office_scheduler.routines import webhooks
+from office_scheduler.routines.validation import TRIGGER_FIELDS, enabled, signing_mode, trigger_kind
+from office_scheduler.store.facade import Store
+
+log = structlog.get_logger(__name__)
+
+
+def _schedule_values(expression: object, timezone: object, now: datetime) -> dict[str, Any]:
+    if not isinstance(expression, str):
+        raise InvalidInputError("cron_expression must be a string", field="cron_expression")
+    if not isinstance(timezone, str):
+        raise InvalidInputError("timezone must be a string (an IANA zone)", field="timezone")
+    schedule = parse_schedule(expression, timezone)
+    return {
+        "cron_expression": schedule.expression,
+        "timezone": schedule.timezone,
+        "next_run_at": schedule.next_fire(now),
+    }
+
+
+class TriggerOps:
+    """Trigger methods of :class:`~office_scheduler.routines.service.RoutineService`."""
+
+    _store: Store
+    _clock: Clock
+
+    async def add_trigger(
+        self, routine_id: str, fields: Mapping[str, object]
+    ) -> tuple[RoutineTrigger, str | None]:
+        """Add a trigger to a routine.
+
+        Args:
+            routine_id: the routine.
+            fields: ``kind`` (``schedule``, ``webhook``, ``manual``); for a schedule
+                ``cron_expression`` and ``timezone`` (IANA, default UTC); for a webhook
+                ``signing_mode`` (``none``, ``bearer``, ``hmac_sha256``; default
+                ``hmac_sha256``); ``enabled`` (default true).
+
+        Returns:
+            The trigger and, for a signed webhook, its secret: shown this once, never again.
+
+        Raises:
+            InvalidInputError: an unknown field, a bad kind, an invalid or never-firing cron
+                expression, an unknown zone (``field`` names it).
+            NotFoundError: no such routine.
+        """
+        unknown = set(fields) - TRIGGER_FIELDS
+        if unknown:
+            name = sorted(unknown)[0]
+            raise InvalidInputError(f"unknown trigger field {name!r}", field=name)
+        kind = trigger_kind(fields.get("kind"))
+        values: dict[str, Any] = {
+            "kind": kind.value,
+            "enabled": enabled(fields.get("enabled", True)),
+        }
+        secret: str | None = None
+        if kind is TriggerKind.SCHEDULE:
+            values |= _schedule_values(
+                fields.get("cron_expression"), fields.get("timezone", ""), self._clock.now()
+            )
+        elif kind is TriggerKind.WEBHOOK:
+            mode = signing_mode(fields.get("signing_mode", SigningMode.HMAC_SHA256.value))
+            secret = None if mode is SigningMode.NONE else webhooks.new_secret()
+            values |= {
+                "public_id": webhooks.new_public_id(),
+                "signing_mode": mode.value,
+                "secret": secret,
+                "timezone": "",
+            }
+        for name in ("cron_expression", "timezone", "signing_mode"):
+            if name in fields and name not in values:
+                raise InvalidInputError(
+                    f"{name} does not apply to a {kind.value} trigger", field=name
+                )
+        trigger = await asyncio.to_thread(
+            self._store.routines.create_trigger, routine_id, values, now=self._clock.now()
+        )
+        log.info("routine_trigger_created", routine_id=routine_id, trigger_id=trigger.id)
+        return trigger, secret
+
+    async def update_trigger(
+        self, trigger_id: str, changes: Mapping[str, object]
+    ) -> RoutineTrigger:
+        """Enable/disable a trigger or change its schedule; the next fire is recomputed.
+
+        Raises:
+            InvalidInputError: an unknown or malformed field, or a schedule field on a
+                trigger that is not a schedule.
+            NotFoundError: no such trigger.
+        """
+        trigger = await asyncio.to_thread(self._store.routines.get_trigger, trigger_id)
+        unknown = set(changes) - {"enabled", "cron_expression", "timezone"}
+        if unknown:
+            name = sorted(unknown)[0]
+            raise InvalidInputError(f"trigger field {name!r} cannot be changed", field=name)
+        values: dict[str, Any] = {}
+        if "enabled" in changes:
+            values["enabled"] = enabled(changes["enabled"])
+        if trigger.kind is TriggerKind.SCHEDULE:
+            values |= _schedule_values(
+                changes.get("cron_expression", trigger.cron_expression),
+                changes.get("timezone", trigger.timezone),
+                self._clock.now(),
+            )
+        elif "cron_expression" in changes or "timezone" in changes:
+            field = "cron_expression" if "cron_expression" in changes else "timezone"
+            raise InvalidInputError(f"a {trigger.kind.value} trigger has no schedule", field=field)
+        return await asyncio.to_thread(self._store.routines.update_trigger, trigger_id, values)
+
+    async def delete_trigger(self, trigger_id: str) -> None:
+        """Delete a trigger.
+
+        Raises:
+            NotFoundError: no such trigger.
+        """
+        await asyncio.to_thread(self._store.routines.delete_trigger, trigger_id)
+
+    async def list_triggers(self, routine_id: str) -> list[RoutineTrigger]:
+        """A routine's triggers, oldest first."""
+        return await asyncio.to_thread(self._store.routines.list_triggers, routine_id)
+
+    async def reschedule(self, routine_id: str) -> None:
+        """Set every schedule trigger's next fire to its first tick after now.
+
+        Used when a routine becomes active again: ticks missed while it was paused are not
+        caught up.
+        """
+        now = self._clock.now()
+        for trigger in await self.list_triggers(routine_id):
+            if trigger.kind is TriggerKind.SCHEDULE and trigger.cron_expression:
+                values = _schedule_values(trigger.cron_expression, trigger.timezone, now)
+                await asyncio.to_thread(
+                    self._store.routines.update_trigger,
+                    trigger.id,
+                    {"next_run_at": values["next_run_at"]},
+                )

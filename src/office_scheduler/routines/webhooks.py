@@ -1,0 +1,137 @@
+"""Webhook trigger authentication and body parsing (pure).
+
+``hmac_sha256`` signs ``"<timestamp>." + raw body`` with the trigger's secret and sends
+``X-Signature-256: sha256=<hex>`` with ``X-Signature-Timestamp: <unix seconds>``; a
+timestamp more than five minutes from the server's clock is rejected, so a captured request
+cannot be replayed later (and a replay within the window is caught by its signature, which
+the store keeps). ``bearer`` sends ``Authorization: Bearer <secret>``. Every comparison is
+constant-time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from office_scheduler.domain.errors import AuthError, InvalidInputError
+from office_scheduler.domain.routines import SigningMode
+
+SIGNATURE_HEADER = "x-signature-256"
+TIMESTAMP_HEADER = "x-signature-timestamp"
+IDEMPOTENCY_HEADER = "idempotency-key"
+TOLERANCE = timedelta(minutes=5)
+MAX_BODY_BYTES = 256 * 1024
+MAX_KEY_CHARS = 200
+
+
+def new_public_id() -> str:
+    """A new unguessable URL id for a webhook trigger (22 characters)."""
+    return secrets.token_urlsafe(16)
+
+
+def new_secret() -> str:
+    """A new webhook secret (43 characters, 256 bits)."""
+    return secrets.token_urlsafe(32)
+
+
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    """The ``X-Signature-256`` value for ``body`` sent at ``timestamp`` (unix seconds)."""
+    digest = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+    return "sha256=" + digest.hexdigest()
+
+
+def verify(
+    mode: SigningMode,
+    secret: str | None,
+    headers: Mapping[str, str],
+    body: bytes,
+    now: datetime,
+) -> str | None:
+    """Authenticate one delivery.
+
+    Args:
+        mode: the trigger's signing mode.
+        secret: the trigger's secret (``None`` for ``none``).
+        headers: request headers with lower-case names.
+        body: the raw request body, exactly as received.
+        now: the server's current instant (aware UTC).
+
+    Returns:
+        The verified signature of an ``hmac_sha256`` delivery (the replay guard's key),
+        else ``None``.
+
+    Raises:
+        AuthError: a missing or wrong credential, a malformed or stale timestamp.
+    """
+    if mode is SigningMode.NONE:
+        return None
+    if not secret:
+        raise AuthError("the trigger has no secret; create a new trigger")
+    if mode is SigningMode.BEARER:
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), secret):
+            raise AuthError("missing or wrong bearer secret", field="Authorization")
+        return None
+    signature = headers.get(SIGNATURE_HEADER, "")
+    stamp = headers.get(TIMESTAMP_HEADER, "")
+    if not signature:
+        raise AuthError("missing X-Signature-256 header", field="X-Signature-256")
+    if not stamp.isdigit() or len(stamp) > 12:
+        raise AuthError(
+            "missing or malformed X-Signature-Timestamp header (unix seconds)",
+            field="X-Signature-Timestamp",
+        )
+    if abs(now.timestamp() - int(stamp)) > TOLERANCE.total_seconds():
+        raise AuthError(
+            "X-Signature-Timestamp is more than 5 minutes from the server's clock",
+            field="X-Signature-Timestamp",
+        )
+    if not hmac.compare_digest(signature.strip(), sign(secret, int(stamp), body)):
+        raise AuthError("signature does not match the body", field="X-Signature-256")
+    return signature.strip()
+
+
+def parse_body(body: bytes) -> dict[str, Any]:
+    """The provided variables of a delivery: its JSON object (or ``{}`` for an empty body).
+
+    A body ``{"variables": {...}}`` provides the inner object; any other object provides
+    its top-level keys.
+
+    Raises:
+        InvalidInputError: larger than 256 KiB, not JSON, or not an object.
+    """
+    if len(body) > MAX_BODY_BYTES:
+        raise InvalidInputError("body is larger than 256 KiB", field="body")
+    if not body.strip():
+        return {}
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        raise InvalidInputError("body is not valid JSON", field="body") from None
+    if not isinstance(data, dict):
+        raise InvalidInputError("body must be a JSON object", field="body")
+    inner = data.get("variables")
+    if isinstance(inner, dict) and set(data) == {"variables"}:
+        return inner
+    return data
+
+
+def idempotency_key(headers: Mapping[str, str]) -> str | None:
+    """The caller's ``Idempotency-Key`` header, or ``None``.
+
+    Raises:
+        InvalidInputError: an empty key or one longer than 200 characters.
+    """
+    if IDEMPOTENCY_HEADER not in headers:
+        return None
+    key = headers[IDEMPOTENCY_HEADER].strip()
+    if not key or len(key) > MAX_KEY_CHARS:
+        raise InvalidInputError(
+            f"Idempotency-Key must be 1 to {MAX_KEY_CHARS} characters", field="Idempotency-Key"
+        )
+    return key

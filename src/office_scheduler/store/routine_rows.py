@@ -1,0 +1,117 @@
+"""Row ↔ record mapping of routines, triggers and routine runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from office_scheduler.domain.routines import (
+    CatchUpPolicy,
+    ConcurrencyPolicy,
+    Routine,
+    RoutineRun,
+    RoutineRunSource,
+    RoutineRunStatus,
+    RoutineStatus,
+    RoutineTrigger,
+    RoutineVariable,
+    SigningMode,
+    TaskTemplate,
+    TriggerKind,
+    VariableType,
+)
+from office_scheduler.store.rows import Row
+
+
+def variables_to_json(variables: Sequence[RoutineVariable]) -> list[dict[str, Any]]:
+    """Serialise declarations for the ``routines.variables`` column."""
+    return [
+        {
+            "name": item.name,
+            "type": item.type.value,
+            "default": item.default,
+            "required": item.required,
+            "options": list(item.options),
+        }
+        for item in variables
+    ]
+
+
+def template_to_json(template: TaskTemplate | None) -> dict[str, str] | None:
+    """Serialise a task template (``None`` for a lightweight routine)."""
+    if template is None:
+        return None
+    return {"title": template.title, "description": template.description}
+
+
+def routine_from_row(row: Row) -> Routine:
+    """Build a :class:`Routine` from its row."""
+    template = row["task_template"]
+    return Routine(
+        id=row["id"],
+        workspace_id=row["workspace_id"],
+        name=row["name"],
+        description=row["description"],
+        assignee_agent_id=row["assignee_agent_id"],
+        status=RoutineStatus(row["status"]),
+        concurrency_policy=ConcurrencyPolicy(row["concurrency_policy"]),
+        catch_up_policy=CatchUpPolicy(row["catch_up_policy"]),
+        catch_up_max=row["catch_up_max"],
+        task_template=(
+            TaskTemplate(title=template["title"], description=template.get("description", ""))
+            if template
+            else None
+        ),
+        variables=tuple(
+            RoutineVariable(
+                name=item["name"],
+                type=VariableType(item["type"]),
+                default=item.get("default"),
+                required=bool(item.get("required", False)),
+                options=tuple(item.get("options") or ()),
+            )
+            for item in row["variables"]
+        ),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def trigger_from_row(row: Row) -> RoutineTrigger:
+    """Build a :class:`RoutineTrigger` from its row (the secret stays in the store)."""
+    return RoutineTrigger(
+        id=row["id"],
+        routine_id=row["routine_id"],
+        kind=TriggerKind(row["kind"]),
+        enabled=bool(row["enabled"]),
+        cron_expression=row["cron_expression"],
+        timezone=row["timezone"],
+        next_run_at=row["next_run_at"],
+        last_fired_at=row["last_fired_at"],
+        public_id=row["public_id"],
+        signing_mode=SigningMode(row["signing_mode"]) if row["signing_mode"] else None,
+        created_at=row["created_at"],
+    )
+
+
+def routine_run_from_row(row: Row) -> RoutineRun:
+    """Build a :class:`RoutineRun` from its row."""
+    payload = row["trigger_payload"] or {}
+    return RoutineRun(
+        id=row["id"],
+        routine_id=row["routine_id"],
+        trigger_id=row["trigger_id"],
+        source=RoutineRunSource(row["source"]),
+        status=RoutineRunStatus(row["status"]),
+        status_reason=row["status_reason"],
+        variables=dict(payload.get("variables") or {}),
+        missed=payload.get("missed"),
+        idempotency_key=row["idempotency_key"],
+        linked_task_id=row["linked_task_id"],
+        linked_run_id=row["linked_run_id"],
+        coalesced_into_run_id=row["coalesced_into_run_id"],
+        dispatch_fingerprint=row["dispatch_fingerprint"],
+        scheduled_for=row["scheduled_for"],
+        created_at=row["created_at"],
+        completed_at=row["completed_at"],
+    )

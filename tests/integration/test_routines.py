@@ -1,0 +1,451 @@
+"""Routines on both databases: catch-up, concurrency policies, heartbeat, webhooks, variables."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from helpers import Office
+from office_scheduler.domain.errors import AuthError, ConflictError, InvalidInputError
+from office_scheduler.domain.routines import (
+    HEARTBEAT_NAME,
+    Routine,
+    RoutineRun,
+    RoutineRunSource,
+    RoutineRunStatus,
+    RoutineTrigger,
+)
+from office_scheduler.domain.status import (
+    Classification,
+    RunReason,
+    RunStatus,
+    WakeSource,
+)
+from office_scheduler.routines import webhooks
+from office_scheduler.routines.firing import tick_run
+from office_scheduler.service import Service
+from office_scheduler.store.engine import Database
+from office_scheduler.store.facade import Store
+from office_scheduler.testing import ScriptedExecutor
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def _z(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+async def _routine(office: Office, **fields: object) -> Routine:
+    values: dict[str, object] = {"name": "Check PRs", "assignee_agent_id": office.worker.id}
+    values.update(fields)
+    return await office.service.routines.create_routine(office.workspace.id, values)
+
+
+async def _scheduled(
+    office: Office, expression: str = "*/5 * * * *", timezone: str = "", **fields: object
+) -> tuple[Routine, RoutineTrigger]:
+    routine = await _routine(office, **fields)
+    trigger, secret = await office.service.routines.add_trigger(
+        routine.id, {"kind": "schedule", "cron_expression": expression, "timezone": timezone}
+    )
+    assert secret is None
+    return routine, trigger
+
+
+def _runs(office: Office, routine: Routine) -> list[RoutineRun]:
+    return sorted(office.store.routines.list_runs(routine.id, limit=1000), key=lambda r: r.id)
+
+
+def _statuses(runs: list[RoutineRun]) -> list[RoutineRunStatus]:
+    return [run.status for run in runs]
+
+
+# -- heartbeat and idle skip -------------------------------------------------------------
+
+
+async def test_coordinator_gets_heartbeat_routine_and_workers_do_not(office: Office) -> None:
+    boss_routines = office.store.routines.list_routines(
+        office.workspace.id, assignee_agent_id=office.coordinator.id
+    )
+    assert [routine.name for routine in boss_routines] == [HEARTBEAT_NAME]
+    heartbeat = boss_routines[0]
+    assert heartbeat.task_template is None
+    assert heartbeat.concurrency_policy.value == "coalesce_if_active"
+    assert heartbeat.catch_up_policy.value == "enqueue_missed_with_cap"
+    assert heartbeat.catch_up_max == 25
+    [trigger] = office.store.routines.list_triggers(heartbeat.id)
+    assert (trigger.cron_expression, trigger.timezone, trigger.enabled) == (
+        "*/5 * * * *",
+        "UTC",
+        True,
+    )
+    assert trigger.next_run_at is None  # the cron loop gives it its first tick
+    assert (
+        office.store.routines.list_routines(office.workspace.id, assignee_agent_id=office.worker.id)
+        == []
+    )
+    await office.service.run_until_idle()
+    [trigger] = office.store.routines.list_triggers(heartbeat.id)
+    assert trigger.next_run_at == _z("2026-11-29T12:05:00Z")
+
+
+async def test_idle_coordinator_heartbeat_runs_and_idle_worker_heartbeat_is_skipped(
+    office: Office,
+) -> None:
+    routine, _ = await _scheduled(office)  # a worker heartbeat, same shape as the coordinator's
+    await office.service.run_until_idle()
+    office.clock.advance(timedelta(minutes=5))  # tick 12:05 fires
+    await office.service.run_until_idle()
+    office.clock.advance(timedelta(seconds=5))  # the coalescing hold ends
+    await office.service.run_until_idle()
+    boss_runs = office.store.listing.list_runs(agent_id=office.coordinator.id).items
+    ann_runs = office.store.listing.list_runs(agent_id=office.worker.id).items
+    assert [(run.status, run.reason, run.classification) for run in boss_runs] == [
+        (RunStatus.FINISHED, RunReason.COMPLETED, Classification.PERIODIC)
+    ]
+    assert [(run.status, run.reason) for run in ann_runs] == [
+        (RunStatus.FINISHED, RunReason.NO_ACTIONABLE_TASKS)
+    ]
+    assert [launch.agent_id for launch in office.executor.launches] == [office.coordinator.id]
+    [ann_routine_run] = _runs(office, routine)
+    assert ann_routine_run.source is RoutineRunSource.CRON
+    assert ann_routine_run.status is RoutineRunStatus.DONE  # its run ended finished
+
+
+async def test_manual_fire_of_idle_worker_routine_is_not_skipped(office: Office) -> None:
+    routine = await _routine(office)
+    run = await office.service.routines.fire_manual(routine.id)
+    assert run.status is RoutineRunStatus.DISPATCHED
+    assert run.idempotency_key == f"routine:{routine.id}:manual:{run.id}"
+    await office.service.run_until_idle()  # manual fires have no coalescing hold
+    [agent_run] = office.store.listing.list_runs(agent_id=office.worker.id).items
+    assert agent_run.id == run.linked_run_id
+    assert (agent_run.status, agent_run.reason) == (RunStatus.FINISHED, RunReason.COMPLETED)
+    assert agent_run.source is WakeSource.ROUTINE
+    assert agent_run.classification is Classification.EVENT
+    assert agent_run.context[0].payload == {"routine_id": routine.id, "variables": run.variables}
+
+
+# -- catch-up after downtime -------------------------------------------------------------
+
+
+async def test_downtime_of_three_hours_enqueues_newest_25_ticks(office: Office) -> None:
+    routine, trigger = await _scheduled(office)
+    assert trigger.next_run_at == _z("2026-11-29T12:05:00Z")
+    office.clock.advance(timedelta(hours=3))
+    made = await office.service.cron_firer.fire_due()
+    runs = _runs(office, routine)
+    assert len(made) == len(runs) == 25
+    ticks = [run.scheduled_for for run in runs]
+    assert ticks == [_z("2026-11-29T13:00:00Z") + timedelta(minutes=5 * i) for i in range(25)]
+    assert ticks[-1] == _z("2026-11-29T15:00:00Z")
+    assert runs[0].missed == {"count": 11, "since": "2026-11-29T12:05:00Z", "exact": True}
+    assert all(run.missed is None for run in runs[1:])
+    # The first tick's run is queued (active), so the other 24 coalesce into it.
+    assert _statuses(runs) == [RoutineRunStatus.DISPATCHED] + [RoutineRunStatus.COALESCED] * 24
+    assert {run.coalesced_into_run_id for run in runs[1:]} == {runs[0].id}
+    assert runs[0].idempotency_key == (
+        f"routine:{routine.id}:{trigger.id}:{int(_z('2026-11-29T13:00:00Z').timestamp()) // 60}"
+    )
+    [agent_run] = office.store.listing.list_runs(agent_id=office.worker.id).items
+    assert agent_run.context[0].payload["missed_ticks"] == runs[0].missed
+    [trigger] = office.store.routines.list_triggers(routine.id)
+    assert trigger.next_run_at == _z("2026-11-29T15:05:00Z")
+    assert trigger.last_fired_at == _z("2026-11-29T15:00:00Z")
+    assert await office.service.cron_firer.fire_due() == []  # nothing is due twice
+
+
+async def test_downtime_with_skip_missed_fires_current_tick_and_records_the_rest(
+    office: Office,
+) -> None:
+    routine, _ = await _scheduled(office, catch_up_policy="skip_missed")
+    office.clock.advance(timedelta(hours=3))
+    await office.service.cron_firer.fire_due()
+    skipped, fired = _runs(office, routine)
+    assert skipped.status is RoutineRunStatus.SKIPPED
+    assert skipped.status_reason == "missed 35 ticks since 2026-11-29T12:05:00Z"
+    assert skipped.missed == {"count": 35, "since": "2026-11-29T12:05:00Z", "exact": True}
+    assert fired.status is RoutineRunStatus.DISPATCHED
+    assert fired.scheduled_for == _z("2026-11-29T15:00:00Z")
+    assert fired.missed is None
+
+
+async def test_skip_missed_drops_a_tick_older_than_the_misfire_grace(office: Office) -> None:
+    routine, _ = await _scheduled(office, "0 * * * *", catch_up_policy="skip_missed")
+    office.clock.advance(timedelta(hours=3, minutes=20))  # newest tick 15:00 is 20 min old
+    await office.service.cron_firer.fire_due()
+    [skipped] = _runs(office, routine)
+    assert skipped.status is RoutineRunStatus.SKIPPED
+    assert skipped.missed == {"count": 3, "since": "2026-11-29T13:00:00Z", "exact": True}
+    assert office.store.listing.list_runs(agent_id=office.worker.id).items == []
+
+
+async def test_always_enqueue_fires_every_tick_and_intake_merges_them(office: Office) -> None:
+    routine, _ = await _scheduled(office, concurrency_policy="always_enqueue", catch_up_max=4)
+    office.clock.advance(timedelta(minutes=20))
+    await office.service.cron_firer.fire_due()
+    runs = _runs(office, routine)
+    assert _statuses(runs) == [RoutineRunStatus.DISPATCHED] * 4
+    [agent_run] = office.store.listing.list_runs(agent_id=office.worker.id).items
+    assert {run.linked_run_id for run in runs} == {agent_run.id}
+    assert agent_run.coalesced_count == 4
+
+
+async def test_paused_routine_does_not_fire_and_resuming_does_not_catch_up(
+    office: Office,
+) -> None:
+    routine, _ = await _scheduled(office)
+    await office.service.routines.update_routine(routine.id, {"status": "paused"})
+    office.clock.advance(timedelta(hours=1))
+    assert await office.service.cron_firer.fire_due() == []
+    await office.service.routines.update_routine(routine.id, {"status": "active"})
+    [trigger] = office.store.routines.list_triggers(routine.id)
+    assert trigger.next_run_at == _z("2026-11-29T13:05:00Z")
+    assert await office.service.cron_firer.fire_due() == []
+
+
+async def test_trigger_in_a_zone_resolves_date_of_the_tick(office: Office) -> None:
+    _, trigger = await _scheduled(
+        office,
+        "30 0 * * *",
+        "Europe/Berlin",
+        task_template={"title": "Report {{date}}", "description": "at {{datetime}}"},
+    )
+    assert trigger.next_run_at == _z("2026-11-29T23:30:00Z")
+    office.clock.advance(timedelta(hours=11, minutes=30))
+    [run] = await office.service.cron_firer.fire_due()
+    assert run.status is RoutineRunStatus.TASK_CREATED
+    assert run.variables["date"] == "2026-11-30"
+    task = office.store.office.get_task(run.linked_task_id or "")
+    assert task.title == "Report 2026-11-30"
+    assert task.description == "at 2026-11-30T00:30:00+01:00"
+    assert task.workflow_id == office.workspace.routine_workflow_id
+    assert task.is_office
+    assert task.assignee_agent_id == office.worker.id
+
+
+async def test_heavy_routine_task_starts_a_task_bound_run(office: Office) -> None:
+    routine = await _routine(office, task_template={"title": "Review {{area}}"})
+    assert [variable.name for variable in routine.variables] == ["area"]
+    run = await office.service.routines.fire_manual(routine.id, {"area": "docs"})
+    task = office.store.office.get_task(run.linked_task_id or "")
+    assert task.title == "Review docs"
+    office.clock.advance(timedelta(seconds=5))
+    await office.service.run_until_idle()
+    [agent_run] = office.store.listing.list_runs(agent_id=office.worker.id).items
+    assert (agent_run.task_id, agent_run.source) == (task.id, WakeSource.TASK_ASSIGNED)
+    await office.service.office.update_task(task.id, {"state": "DONE"})
+    assert office.store.routines.get_run(run.id).status is RoutineRunStatus.DONE
+
+
+async def test_missing_required_variable_fails_the_tick(office: Office) -> None:
+    routine, _ = await _scheduled(
+        office, variables=[{"name": "repo", "type": "text", "required": True}]
+    )
+    office.clock.advance(timedelta(minutes=5))
+    [run] = await office.service.cron_firer.fire_due()
+    assert run.status is RoutineRunStatus.FAILED
+    assert run.status_reason == "variable 'repo' is required"
+    with pytest.raises(InvalidInputError) as caught:
+        await office.service.routines.fire_manual(routine.id, {"repo": 7})
+    assert caught.value.field == "variables.repo"
+    assert len(_runs(office, routine)) == 1
+
+
+async def test_abandoned_received_run_is_dispatched_by_a_later_pass(office: Office) -> None:
+    routine, trigger = await _scheduled(office)
+    office.clock.advance(timedelta(minutes=5))
+    plan_next = _z("2026-11-29T12:10:00Z")
+    # A process that claimed the tick and stopped before dispatching it.
+    claimed_runs = office.store.routines.claim_ticks(
+        trigger.id,
+        expected_next_run_at=_z("2026-11-29T12:05:00Z"),
+        next_run_at=plan_next,
+        last_fired_at=_z("2026-11-29T12:05:00Z"),
+        runs_to_insert=[tick_run(routine, trigger, _z("2026-11-29T12:05:00Z"))],
+        now=office.clock.now(),
+    )
+    assert claimed_runs is not None
+    [claimed] = claimed_runs
+    assert claimed.status is RoutineRunStatus.RECEIVED
+    assert await office.service.cron_firer.fire_due() == []  # not yet considered abandoned
+    office.clock.advance(timedelta(minutes=1, seconds=1))
+    [recovered] = await office.service.cron_firer.fire_due()
+    assert (recovered.id, recovered.status) == (claimed.id, RoutineRunStatus.DISPATCHED)
+
+
+# -- concurrency policies against an active instance -------------------------------------
+
+STATES = ["TODO", "IN_PROGRESS", "BLOCKED", "IN_REVIEW", "DONE", "CANCELLED", "archived"]
+ACTIVE = {"TODO", "IN_PROGRESS", "BLOCKED", "IN_REVIEW"}
+
+
+@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("policy", ["coalesce_if_active", "skip_if_active", "always_enqueue"])
+async def test_concurrency_policy_against_instance_in_each_state(
+    office: Office, policy: str, state: str
+) -> None:
+    routine = await _routine(
+        office, concurrency_policy=policy, task_template={"title": "Daily review"}
+    )
+    first = await office.service.routines.fire_manual(routine.id)
+    assert first.status is RoutineRunStatus.TASK_CREATED
+    task_id = first.linked_task_id or ""
+    if state == "archived":
+        await office.service.office.archive_task(task_id)
+    elif state != "TODO":
+        await office.service.office.update_task(task_id, {"state": state})
+    second = await office.service.routines.fire_manual(routine.id)
+    if policy == "always_enqueue" or state not in ACTIVE:
+        assert second.status is RoutineRunStatus.TASK_CREATED
+        assert second.linked_task_id not in (None, task_id)
+    elif policy == "coalesce_if_active":
+        assert second.status is RoutineRunStatus.COALESCED
+        assert second.coalesced_into_run_id == first.id
+        assert second.linked_task_id is None
+    else:
+        assert second.status is RoutineRunStatus.SKIPPED
+        assert second.coalesced_into_run_id is None
+    assert second.dispatch_fingerprint == first.dispatch_fingerprint
+    expected_first = {
+        "DONE": RoutineRunStatus.DONE,
+        "CANCELLED": RoutineRunStatus.CANCELLED,
+        "archived": RoutineRunStatus.CANCELLED,
+    }.get(state, RoutineRunStatus.TASK_CREATED)
+    assert office.store.routines.get_run(first.id).status is expected_first
+
+
+async def test_a_new_date_in_the_title_is_a_new_fingerprint(office: Office) -> None:
+    await _scheduled(office, "0 9 * * *", task_template={"title": "Standup {{date}}"})
+    office.clock.advance(timedelta(days=2))
+    runs = await office.service.cron_firer.fire_due()
+    assert _statuses(runs) == [RoutineRunStatus.TASK_CREATED] * 2
+    assert runs[0].dispatch_fingerprint != runs[1].dispatch_fingerprint
+
+
+# -- webhooks ----------------------------------------------------------------------------
+
+
+async def _webhook(office: Office, mode: str = "hmac_sha256") -> tuple[Routine, str, str]:
+    routine = await _routine(office)
+    trigger, secret = await office.service.routines.add_trigger(
+        routine.id, {"kind": "webhook", "signing_mode": mode}
+    )
+    assert trigger.public_id is not None
+    assert (secret is None) == (mode == "none")
+    return routine, trigger.public_id, secret or ""
+
+
+def _signed(secret: str, body: bytes, at: datetime, **extra: str) -> dict[str, str]:
+    stamp = int(at.timestamp())
+    headers = {
+        "x-signature-256": webhooks.sign(secret, stamp, body),
+        "x-signature-timestamp": str(stamp),
+    }
+    headers.update(extra)
+    return headers
+
+
+async def test_webhook_retried_with_same_idempotency_key_makes_one_run(office: Office) -> None:
+    routine, public_id, secret = await _webhook(office)
+    body = json.dumps({"branch": "main"}).encode()
+    headers = _signed(secret, body, office.clock.now(), **{"idempotency-key": "delivery-1"})
+    first, created = await office.service.routines.fire_webhook(public_id, headers, body)
+    again, created_again = await office.service.routines.fire_webhook(public_id, headers, body)
+    assert (created, created_again) == (True, False)
+    assert again.id == first.id
+    assert first.idempotency_key == f"routine:{routine.id}:webhook:delivery-1"
+    assert first.variables["branch"] == "main"
+    assert first.status is RoutineRunStatus.DISPATCHED
+    assert len(_runs(office, routine)) == 1
+
+
+async def test_replayed_signed_webhook_is_rejected(office: Office) -> None:
+    routine, public_id, secret = await _webhook(office)
+    body = b'{"x": 1}'
+    headers = _signed(secret, body, office.clock.now())
+    await office.service.routines.fire_webhook(public_id, headers, body)
+    office.clock.advance(timedelta(seconds=30))
+    with pytest.raises(ConflictError):
+        await office.service.routines.fire_webhook(public_id, headers, body)
+    office.clock.advance(timedelta(minutes=5))  # the timestamp is now stale as well
+    with pytest.raises(AuthError):
+        await office.service.routines.fire_webhook(public_id, headers, body)
+    assert len(_runs(office, routine)) == 1
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    ["wrong-secret", "changed-body", "no-signature", "stale", "future", "bad-stamp"],
+)
+async def test_badly_signed_webhook_is_rejected_and_stores_nothing(
+    office: Office, tamper: str
+) -> None:
+    routine, public_id, secret = await _webhook(office)
+    body = b'{"x": 1}'
+    at = office.clock.now()
+    headers = _signed("not-the-secret" if tamper == "wrong-secret" else secret, body, at)
+    sent = b'{"x": 2}' if tamper == "changed-body" else body
+    if tamper == "no-signature":
+        del headers["x-signature-256"]
+    elif tamper in ("stale", "future"):
+        shift = timedelta(minutes=5, seconds=1) * (-1 if tamper == "stale" else 1)
+        headers = _signed(secret, body, at + shift)
+    elif tamper == "bad-stamp":
+        headers["x-signature-timestamp"] = "yesterday"
+    with pytest.raises(AuthError):
+        await office.service.routines.fire_webhook(public_id, headers, sent)
+    assert _runs(office, routine) == []
+
+
+async def test_bearer_and_unsigned_webhooks(office: Office) -> None:
+    routine, public_id, secret = await _webhook(office, "bearer")
+    with pytest.raises(AuthError):
+        await office.service.routines.fire_webhook(public_id, {"authorization": "Bearer nope"}, b"")
+    run, _ = await office.service.routines.fire_webhook(
+        public_id, {"authorization": f"Bearer {secret}"}, b""
+    )
+    assert run.idempotency_key == f"routine:{routine.id}:webhook:{run.id}"
+    _, open_id, _ = await _webhook(office, "none")
+    unsigned, created = await office.service.routines.fire_webhook(open_id, {}, b"{}")
+    assert created
+    assert unsigned.source is RoutineRunSource.WEBHOOK
+
+
+async def test_webhook_body_must_be_a_json_object(office: Office) -> None:
+    routine, public_id, _ = await _webhook(office, "none")
+    for body in (b"[1, 2]", b"not json", b'"text"'):
+        with pytest.raises(InvalidInputError) as caught:
+            await office.service.routines.fire_webhook(public_id, {}, body)
+        assert caught.value.field == "body"
+    assert _runs(office, routine) == []
+
+
+# -- two schedulers on one database ------------------------------------------------------
+
+
+async def test_two_cron_loops_fire_each_tick_exactly_once(
+    office: Office, database: Database, db_url: str, db_schema: str | None
+) -> None:
+    routines = [(await _scheduled(office, name=f"r{i}"))[0] for i in range(4)]
+    second_store = Store.open(db_url, schema=db_schema)
+    second = Service(
+        office.service.settings,
+        clock=office.clock,
+        executors={"command": ScriptedExecutor()},
+        store=second_store,
+    )
+    try:
+        for _ in range(6):
+            office.clock.advance(timedelta(minutes=5))
+            await asyncio.gather(office.service.cron_firer.fire_due(), second.cron_firer.fire_due())
+    finally:
+        await second.stop()
+        second_store.close()
+    for routine in routines:
+        ticks = [run.scheduled_for for run in _runs(office, routine)]
+        expected = [T0 + timedelta(minutes=5 * i) for i in range(1, 7)]
+        assert ticks == expected
