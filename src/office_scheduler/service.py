@@ -32,6 +32,7 @@ from office_scheduler.routines.service import RoutineService
 from office_scheduler.routines.subscribers import RoutineRunSubscribers
 from office_scheduler.scheduler.cron import CronLoop
 from office_scheduler.scheduler.maintenance import MaintenanceLoop
+from office_scheduler.scheduler.orphans import kill_orphans
 from office_scheduler.scheduler.runs import RunsLoop
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
@@ -139,10 +140,11 @@ class Service:
                     RunStatus.FAILED, RunReason.INTERNAL_ERROR, error=f"internal error: {exc}"
                 )
 
-    def _lock_sqlite(self) -> None:
+    def _lock_sqlite(self) -> bool:
+        """Take the one-scheduler lock of a SQLite file; false on other databases."""
         url = sa.engine.make_url(self.store.db.url)
         if url.get_backend_name() != "sqlite" or not url.database:
-            return
+            return False
         path = Path(url.database).with_suffix(".scheduler.lock")
         handle = path.open("w")
         try:
@@ -156,6 +158,7 @@ class Service:
         handle.write(str(os.getpid()))
         handle.flush()
         self._lock_file = handle
+        return True
 
     async def start(self) -> None:
         """Start the runs, cron and maintenance loops (idempotent).
@@ -165,12 +168,33 @@ class Service:
         """
         if self._started:
             return
-        if self._lock_file is None:
-            self._lock_sqlite()
+        if self._lock_file is None and self._lock_sqlite():
+            await self.recover_previous_process()
         self._started = True
         self.failed = asyncio.get_running_loop().create_future()
         for task in (self.runs.start(), self.cron.start(), self.maintenance.start()):
             task.add_done_callback(self._on_loop_done)
+
+    async def recover_previous_process(self) -> list[int]:
+        """Kill the agents of a dead previous scheduler process, then requeue their runs.
+
+        Called on start while this process holds the SQLite scheduler lock, so every
+        ``claimed`` or ``running`` run belongs to a process that is gone. (On PostgreSQL
+        the maintenance loop recovers runs whose lease expired instead.)
+
+        Returns:
+            The ids of the runs put back to the queue (reason ``interrupted``).
+        """
+        live = await asyncio.to_thread(self.store.listing.live_runs)
+        if not live:
+            return []
+        kill_orphans((run.id, run.pid) for run in live)
+        run_ids = [run.id for run in live]
+        await asyncio.to_thread(
+            self.store.queue.requeue, run_ids, reason=RunReason.INTERRUPTED, now=self.clock.now()
+        )
+        log.warning("previous_process_runs_requeued", run_ids=run_ids)
+        return run_ids
 
     def _on_loop_done(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or self.failed is None or self.failed.done():

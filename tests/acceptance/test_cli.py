@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import signal
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +17,7 @@ from click.testing import CliRunner, Result
 from office_scheduler.cli import office
 from office_scheduler.store import migrate
 from office_scheduler.store.facade import Store
+from server_harness import Server
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo-office"
 CLEAN_ENV = {
@@ -225,29 +222,6 @@ def test_export_needs_an_initialised_database(home: Path, tmp_path: Path) -> Non
 
     assert result.exit_code == 1
     assert "office db upgrade" in one_line_error(result)
-
-
-class Server:
-    """``office serve`` as a real process on a free port."""
-
-    def __init__(self, home: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OFFICE_")}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "office_scheduler", "serve", "--port", "0"],
-            env={**env, "OFFICE_HOME": str(home)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        self.token_line = self.proc.stdout.readline()
-        self.serving_line = self.proc.stdout.readline()
-        self.url = self.serving_line.split("API at ")[1].split(",")[0]
-
-    def stop(self) -> tuple[int, str, str]:
-        self.proc.send_signal(signal.SIGTERM)
-        out, err = self.proc.communicate(timeout=30)
-        return self.proc.returncode, out, err
 
 
 def test_serve_answers_client_commands_and_stops_cleanly(home: Path, example: Path) -> None:

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.domain.models import Run, WakeupRequest
-from office_scheduler.domain.status import RunStatus, WakeSource, WakeupStatus
+from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunStatus, WakeSource, WakeupStatus
 from office_scheduler.store.engine import Database
 from office_scheduler.store.pagination import Page, check_limit, decode_cursor, make_page
 from office_scheduler.store.rows import run_from_row, wakeup_from_row
@@ -101,6 +101,16 @@ class ListingStore:
         with self._db.read() as conn:
             found = [run_from_row(row) for row in all_rows(conn, query)]
         return make_page(found, limit=limit, key=_run_key)
+
+    def live_runs(self) -> list[Run]:
+        """Every ``claimed`` or ``running`` run, oldest first (startup recovery reads them)."""
+        query = (
+            sa.select(runs)
+            .where(runs.c.status.in_([status.value for status in LIVE_RUN_STATUSES]))
+            .order_by(runs.c.id)
+        )
+        with self._db.read() as conn:
+            return [run_from_row(row) for row in all_rows(conn, query)]
 
     def list_wakeups(
         self,

@@ -1,0 +1,196 @@
+"""Process lifecycle: orphaned agents of a dead scheduler, and no database use after close."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from office_scheduler.config import Settings
+from office_scheduler.domain.models import (
+    ExecutorConfig,
+    Launch,
+    Outcome,
+    WakeRequest,
+    WorkspaceSettings,
+)
+from office_scheduler.domain.status import AgentRole, RunReason, RunStatus, WakeSource
+from office_scheduler.executors.base import ExecutionSink
+from office_scheduler.intake.rules import decide_merge
+from office_scheduler.scheduler.orphans import kill_orphans, runs_agent
+from office_scheduler.service import Service
+from office_scheduler.store import migrate
+from office_scheduler.store.facade import Store
+from office_scheduler.testing import FakeClock, ScriptedExecutor
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
+
+
+def _spawn(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(SLEEPER, env={**os.environ, **env}, start_new_session=True)
+
+
+def _dead(proc: subprocess.Popen[bytes]) -> bool:
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def _running_run(store: Store, clock: FakeClock, pid: int) -> int:
+    now = clock.now()
+    space = store.office.create_workspace(name="w", settings=WorkspaceSettings(), now=now)
+    agent = store.office.create_agent(
+        workspace_id=space.id, name="a", role=AgentRole.WORKER, now=now
+    )
+    result = store.queue.enqueue(
+        WakeRequest(workspace_id=space.id, agent_id=agent.id, source=WakeSource.USER, hold=False),
+        now=now,
+        hold=timedelta(0),
+        decide=decide_merge,
+    )
+    assert result.run is not None
+    [run] = store.queue.claim(now=now, node_id="dead-node", lease=timedelta(hours=1), limit=1)
+    assert store.queue.mark_running(
+        run.id,
+        expected_version=run.context_version,
+        prompt="p",
+        executor="x",
+        session_id=None,
+        now=now,
+    )
+    store.queue.set_pid(run.id, pid)
+    return run.id
+
+
+def test_runs_agent_needs_the_run_id_in_the_environment() -> None:
+    ours = _spawn({"OFFICE_RUN_ID": "41"})
+    try:
+        assert runs_agent(ours.pid, 41)
+        assert not runs_agent(ours.pid, 4)
+        assert not runs_agent(ours.pid, 411)
+        assert not runs_agent(1, 41)
+        assert kill_orphans([(42, ours.pid), (41, None)]) == []
+        assert ours.poll() is None
+        assert kill_orphans([(41, ours.pid)]) == [41]
+        assert _dead(ours)
+        assert not runs_agent(ours.pid, 41)
+    finally:
+        ours.kill()
+        ours.wait()
+
+
+async def test_start_kills_orphaned_agents_before_requeueing_their_runs(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/office.db"
+    store = Store.open(url)
+    migrate.upgrade(store.db)
+    clock = FakeClock()
+    bystander = _spawn({"OFFICE_RUN_ID": "999"})
+    run_id = _running_run(store, clock, pid=bystander.pid)
+    orphan = _spawn({"OFFICE_RUN_ID": str(run_id)})
+    store.queue.set_pid(run_id, orphan.pid)
+    service = Service(
+        Settings(home=tmp_path), clock=clock, executors={"command": ScriptedExecutor()}, store=store
+    )
+    try:
+        requeued = await service.recover_previous_process()
+        assert requeued == [run_id]
+        assert _dead(orphan)
+        assert bystander.poll() is None  # a process of another run is never signalled
+        run = store.queue.get_run(run_id)
+        assert (run.status, run.reason, run.pid) == (RunStatus.QUEUED, RunReason.INTERRUPTED, None)
+        assert await service.recover_previous_process() == []
+    finally:
+        for proc in (orphan, bystander):
+            proc.kill()
+            proc.wait()
+        await service.close()
+
+
+async def test_start_kills_orphans_before_the_loops_run(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/office.db"
+    store = Store.open(url)
+    migrate.upgrade(store.db)
+    clock = FakeClock()
+    run_id = _running_run(store, clock, pid=1)
+    orphan = _spawn({"OFFICE_RUN_ID": str(run_id)})
+    store.queue.set_pid(run_id, orphan.pid)
+    service = Service(
+        Settings(home=tmp_path), clock=clock, executors={"command": ScriptedExecutor()}, store=store
+    )
+    try:
+        await service.start()
+        assert _dead(orphan)
+        assert store.queue.get_run(run_id).pid != orphan.pid
+    finally:
+        orphan.kill()
+        orphan.wait()
+        await service.close()
+
+
+class HangingExecutor:
+    """Starts a session that only ends when cancelled (shutdown)."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+
+    async def run(self, launch: Launch, sink: ExecutionSink) -> Outcome:
+        await sink.started(4242)
+        self.started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "session-running"])
+async def test_no_database_access_after_close(tmp_path: Path, busy: bool) -> None:
+    url = f"sqlite:///{tmp_path}/office.db"
+    store = Store.open(url)
+    migrate.upgrade(store.db)
+    executor: ScriptedExecutor | HangingExecutor = HangingExecutor() if busy else ScriptedExecutor()
+    settings = Settings(
+        home=tmp_path,
+        safety_tick=timedelta(milliseconds=20),
+        maintenance_interval=timedelta(milliseconds=20),
+        shutdown_grace=timedelta(milliseconds=100),
+    )
+    service = Service(settings, executors={"command": executor}, store=store)
+    now = service.clock.now()
+    space = store.office.create_workspace(
+        name="w",
+        settings=WorkspaceSettings(
+            default_executor="fake", executors={"fake": ExecutorConfig(name="fake", argv=("a",))}
+        ),
+        now=now,
+    )
+    agent = store.office.create_agent(
+        workspace_id=space.id, name="boss", role=AgentRole.COORDINATOR, now=now
+    )
+    disposed = False
+    statements_seen = 0
+    after_dispose: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        nonlocal statements_seen
+        statements_seen += 1
+        if disposed:
+            after_dispose.append(statement)
+
+    for engine in {store.db.writer, store.db.reader}:
+        sa.event.listen(engine, "before_cursor_execute", record)
+    await service.start()
+    await service.wake(agent.id)
+    if isinstance(executor, HangingExecutor):
+        await asyncio.wait_for(executor.started.wait(), 10)
+    await asyncio.sleep(0.2)  # the loops tick many times
+    assert statements_seen > 0  # the listener does see the loops' queries
+    await service.close()  # disposes the database as its last step
+    disposed = True
+    await asyncio.sleep(0.2)  # anything left running would query now
+    assert after_dispose == []
