@@ -151,7 +151,7 @@ def test_import_dry_run_shows_the_plan_and_changes_nothing(home: Path) -> None:
     assert "Import plan for workspace 'Demo Office'" in result.stdout
     for line in ("workspace  Demo Office", "agent      coordinator", "project    greeting"):
         assert line in result.stdout
-    assert result.stdout.count("create") == 5
+    assert result.stdout.count("create") == 8
     assert "Dry run: nothing was changed." in result.stdout
     listed = run(home, "--json", "import", str(EXAMPLE), "--dry-run")
     assert listed.exit_code == 0

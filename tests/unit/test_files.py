@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from office_scheduler.domain.errors import ConflictError, InvalidInputError
+from office_scheduler.domain.routines import HEARTBEAT_NAME
 from office_scheduler.domain.status import AgentRole, AgentStatus
 from office_scheduler.files import (
     Action,
@@ -119,6 +120,11 @@ def test_the_demo_office_loads() -> None:
     assert all(agent.cooldown_s <= 1 for agent in config.agents)
     (project,) = config.projects
     assert project.directory == str(EXAMPLE / "workspace")
+    routines = {routine.name: routine for routine in config.routines}
+    assert set(routines) == {HEARTBEAT_NAME, "Deploy hook", "Nightly report"}
+    assert routines[HEARTBEAT_NAME].assignee == "coordinator"
+    assert routines["Nightly report"].task_template is not None
+    assert routines["Deploy hook"].task_template is None
 
 
 @pytest.mark.parametrize(
@@ -258,9 +264,12 @@ def test_import_export_import_round_trip(
 
     assert (exported / "office.yml").is_file()
     assert sorted(p.name for p in (exported / "agents").iterdir()) == ["coder.yml", "lead.yml"]
-    assert load_config(exported) == original
+    reloaded = load_config(exported)
+    # The coordinator got its "Coordinator heartbeat" routine when it was created.
+    assert [(r.name, r.assignee) for r in reloaded.routines] == [(HEARTBEAT_NAME, "lead")]
+    assert replace(reloaded, routines=()) == original
     assert "secret-value" in (exported / "office.yml").read_text()
-    assert not plan_import(store, load_config(exported)).has_changes
+    assert not plan_import(store, reloaded).has_changes
 
 
 def test_demo_office_round_trip(store: Store, tmp_path: Path, now: datetime) -> None:

@@ -31,7 +31,7 @@ from office_scheduler.cli.state import (
     table,
 )
 from office_scheduler.config import Settings
-from office_scheduler.files import ImportPlan, apply_import, export_config, load_config, plan_import
+from office_scheduler.files import ImportPlan, export_config, load_config, plan_import, run_import
 from office_scheduler.service import Service
 from office_scheduler.store import migrate
 from office_scheduler.store.facade import Store
@@ -143,6 +143,7 @@ def import_command(directory: Path, dry_run: bool, yes: bool) -> None:
         rows = plan_rows(plan)
         applied = False
         workspace_id = plan.workspace_id
+        webhooks: list[dict[str, object]] = []
         if not current.json:
             click.echo(f"Import plan for workspace {config.name!r}:")
             click.echo(table(rows, PLAN_COLUMNS, max_width=80))
@@ -151,13 +152,24 @@ def import_command(directory: Path, dry_run: bool, yes: bool) -> None:
                 if not sys.stdin.isatty():
                     raise CliError("add --yes to apply the plan without a confirmation prompt", 2)
                 click.confirm("Apply these changes?", default=True, abort=True)
-            workspace_id = apply_import(store, plan, datetime.now(UTC))
+            imported = run_import(store, plan, datetime.now(UTC))
+            workspace_id = imported.workspace_id
+            webhooks = [
+                {
+                    "routine": hook.routine,
+                    "url_path": hook.path,
+                    "signing_mode": hook.signing_mode.value,
+                    "secret": hook.secret,
+                }
+                for hook in imported.new_webhooks
+            ]
             applied = True
     result: dict[str, object] = {
         "workspace": config.name,
         "workspace_id": workspace_id,
         "changes": rows,
         "applied": applied,
+        "new_webhooks": webhooks,
     }
 
     def render() -> None:
@@ -165,6 +177,12 @@ def import_command(directory: Path, dry_run: bool, yes: bool) -> None:
             click.echo("Dry run: nothing was changed.")
         elif applied:
             click.echo(f"Applied. Workspace id: {workspace_id}")
+            for hook in webhooks:
+                secret = f"; secret (shown once): {hook['secret']}" if hook["secret"] else ""
+                click.echo(
+                    f"New webhook for routine {hook['routine']!r}: POST {hook['url_path']} "
+                    f"(signing {hook['signing_mode']}{secret})"
+                )
         else:
             click.echo("Nothing to change.")
 

@@ -4,12 +4,15 @@ The demo makes a new data directory and SQLite database, imports ``examples/demo
 (its project directories are placed in the data directory so the checkout stays clean),
 serves the API on a free loopback port, runs the scheduler in-process and files a starter
 task for the coordinator. The agents are real subprocesses that act through ``office``.
+It also fires the office's webhook routine ("Deploy hook") once through its HTTP endpoint,
+signed with the secret the import returned; that wakes the reviewer without a task.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import time
 from dataclasses import replace
@@ -17,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
+import httpx
 
 from office_scheduler.cli.monitor import ProgressMonitor, files_in
 from office_scheduler.cli.runtime import (
@@ -29,8 +33,10 @@ from office_scheduler.cli.runtime import (
 from office_scheduler.cli.state import CliError, state, table
 from office_scheduler.config import Settings
 from office_scheduler.domain.models import Project, Task
+from office_scheduler.domain.routines import SigningMode
 from office_scheduler.domain.status import TaskState
-from office_scheduler.files import OfficeConfig, apply_import, load_config, plan_import
+from office_scheduler.files import NewWebhook, OfficeConfig, load_config, plan_import, run_import
+from office_scheduler.routines import webhooks
 from office_scheduler.service import Service
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "demo-office"
@@ -114,7 +120,8 @@ async def _run(
     try:
         store = service.store
         plan = await asyncio.to_thread(plan_import, store, config)
-        workspace_id = await asyncio.to_thread(apply_import, store, plan, service.clock.now())
+        imported = await asyncio.to_thread(run_import, store, plan, service.clock.now())
+        workspace_id = imported.workspace_id
         token_path = settings.home / "admin_token"
         secret = await asyncio.to_thread(ensure_admin_token, store, token_path, service.clock.now())
         agents = await asyncio.to_thread(store.office.list_agents, workspace_id)
@@ -124,6 +131,8 @@ async def _run(
         sock.close()
         raise
     click.echo(f"Imported workspace {config.name!r}: {', '.join(a.name for a in agents)}")
+    if config.routines:
+        click.echo(f"Routines: {', '.join(r.name for r in config.routines)}")
     coordinator = next((a for a in agents if a.role.is_coordinator), None)
     if coordinator is None or not projects:
         await service.close()
@@ -143,6 +152,8 @@ async def _run(
                 f"Try: OFFICE_API_URL={settings.api_url} OFFICE_HOME={settings.home} "
                 "office task list   (Ctrl-C stops the demo)"
             )
+        for hook in imported.new_webhooks[:1]:
+            await _fire_webhook(settings.api_url, hook)
         click.echo(f"Filing the starter task for {coordinator.name}: {STARTER_TITLE!r}\n")
         starter = await service.office.create_task(
             workspace_id=workspace_id,
@@ -163,6 +174,28 @@ async def _run(
         )
     click.echo("\nThe demo office finished its task.")
     return 0
+
+
+async def _fire_webhook(api_url: str, hook: NewWebhook) -> None:
+    """POST once to a webhook trigger's URL, signed as an outside caller would sign it."""
+    body = json.dumps({"reason": "demo deploy"}).encode()
+    headers = {"content-type": "application/json"}
+    if hook.secret is not None and hook.signing_mode is SigningMode.HMAC_SHA256:
+        stamp = int(time.time())
+        headers[webhooks.TIMESTAMP_HEADER] = str(stamp)
+        headers[webhooks.SIGNATURE_HEADER] = webhooks.sign(hook.secret, stamp, body)
+    elif hook.secret is not None:
+        headers["authorization"] = f"Bearer {hook.secret}"
+    async with httpx.AsyncClient(base_url=api_url, timeout=10) as client:
+        response = await client.post(hook.path, content=body, headers=headers)
+    if response.status_code != 202:
+        raise CliError(f"firing the {hook.routine!r} webhook failed: {response.text}")
+    run = response.json()["routine_run"]
+    outcome = f"run {run['linked_run_id']}" if run["linked_run_id"] else run["status"]
+    click.echo(
+        f"Fired the {hook.routine!r} webhook: POST {hook.path} (signed "
+        f"{hook.signing_mode.value}) → routine run {run['id']} → {outcome}"
+    )
 
 
 async def _is_idle(service: Service, monitor: ProgressMonitor, task_id: str) -> bool:

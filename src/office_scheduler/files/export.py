@@ -11,6 +11,8 @@ import yaml
 
 from office_scheduler.domain.errors import ConflictError
 from office_scheduler.domain.models import ExecutorConfig
+from office_scheduler.domain.routines import Routine, RoutineTrigger, RoutineVariable, TriggerKind
+from office_scheduler.files.routines import trigger_order
 from office_scheduler.store.facade import Store
 
 
@@ -39,10 +41,10 @@ def _slug(name: str, taken: set[str]) -> str:
     return slug
 
 
-def _write(path: Path, data: Mapping[str, Any]) -> None:
+def _write(path: Path, data: Mapping[str, Any], header: str = "") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     text = yaml.dump(dict(data), Dumper=_Dumper, sort_keys=False, allow_unicode=True)
-    path.write_text(text, encoding="utf-8")
+    path.write_text(header + text, encoding="utf-8")
 
 
 def _executor_data(config: ExecutorConfig) -> dict[str, Any]:
@@ -57,10 +59,67 @@ def _executor_data(config: ExecutorConfig) -> dict[str, Any]:
     }
 
 
+def _variable_data(variable: RoutineVariable) -> dict[str, Any]:
+    data: dict[str, Any] = {"name": variable.name, "type": variable.type.value}
+    if variable.default is not None:
+        data["default"] = variable.default
+    if variable.required:
+        data["required"] = True
+    if variable.options:
+        data["options"] = list(variable.options)
+    return data
+
+
+def _trigger_data(trigger: RoutineTrigger) -> dict[str, Any]:
+    data: dict[str, Any] = {"kind": trigger.kind.value}
+    if trigger.kind is TriggerKind.SCHEDULE:
+        data |= {"cron": trigger.cron_expression, "timezone": trigger.timezone or "UTC"}
+    elif trigger.kind is TriggerKind.WEBHOOK and trigger.signing_mode is not None:
+        data["signing_mode"] = trigger.signing_mode.value
+    data["enabled"] = trigger.enabled
+    return data
+
+
+def _routine_data(
+    routine: Routine, triggers: list[RoutineTrigger], agent_names: Mapping[str, str]
+) -> tuple[dict[str, Any], str]:
+    """A routine file's data and its header comment (the webhooks' URLs, never secrets)."""
+    template = routine.task_template
+    data = {
+        "name": routine.name,
+        "description": routine.description,
+        "assignee": agent_names.get(routine.assignee_agent_id or ""),
+        "status": routine.status.value,
+        "concurrency_policy": routine.concurrency_policy.value,
+        "catch_up_policy": routine.catch_up_policy.value,
+        "catch_up_max": routine.catch_up_max,
+        "task_template": (
+            None
+            if template is None
+            else {"title": template.title, "description": template.description}
+        ),
+        "variables": [_variable_data(variable) for variable in routine.variables],
+        "triggers": [_trigger_data(trigger) for trigger in triggers],
+    }
+    hooks = [
+        f"#   triggers[{index}]: POST /api/routine-triggers/{trigger.public_id}/fire\n"
+        for index, trigger in enumerate(triggers)
+        if trigger.kind is TriggerKind.WEBHOOK and trigger.public_id
+    ]
+    header = ""
+    if hooks:
+        header = (
+            "# Webhook URLs (import keeps a matching webhook trigger, its URL and its secret;\n"
+            "# secrets are never exported):\n" + "".join(hooks)
+        )
+    return data, header
+
+
 def export_config(store: Store, workspace_id: str, directory: Path | str) -> Path:
     """Write the workspace's config to ``directory`` in the format :func:`load_config` reads.
 
-    Executor ``env`` values are written as stored.
+    Executor ``env`` values are written as stored. Routine files name their assignee by
+    agent name; webhook secrets are not written, and public ids only in a comment.
 
     Returns:
         The directory written.
@@ -110,4 +169,13 @@ def export_config(store: Store, workspace_id: str, directory: Path | str) -> Pat
             "repos": list(project.repos),
         }
         _write(root / "projects" / f"{_slug(project.name, taken)}.yml", data)
+    taken.clear()
+    agent_names = {agent.id: agent.name for agent in office.list_agents(workspace_id)}
+    for routine in store.routines.list_routines(workspace_id):
+        triggers = sorted(
+            store.routines.list_triggers(routine.id),
+            key=lambda t: trigger_order(t.kind, t.cron_expression, t.timezone, t.signing_mode),
+        )
+        data, header = _routine_data(routine, triggers, agent_names)
+        _write(root / "routines" / f"{_slug(routine.name, taken)}.yml", data, header)
     return root

@@ -1,120 +1,21 @@
-"""Reading and validating a config directory (``office.yml``, ``agents/``, ``projects/``)."""
+"""Reading and validating a config directory (``office.yml`` and the entity folders)."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
-from enum import StrEnum
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.domain.models import ExecutorConfig, WorkspaceSettings
 from office_scheduler.domain.status import AgentRole, AgentStatus
-from office_scheduler.files.model import AgentSpec, OfficeConfig, ProjectSpec
+from office_scheduler.files.fields import Fields, read_yaml
+from office_scheduler.files.model import AgentSpec, OfficeConfig, ProjectSpec, RoutineSpec
+from office_scheduler.files.routines import load_routine
 
 EXECUTOR_KINDS = ("command", "acp")
 _DEFAULT_PASS_ENV = ExecutorConfig(name="default").pass_env
-
-
-class _Fields:
-    """Typed, validated access to one YAML mapping; errors name ``file: key``."""
-
-    def __init__(self, data: object, where: str, prefix: str = "") -> None:
-        self.where, self.prefix = where, prefix
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise self.error("", "must be a mapping")
-        self.data: dict[Any, Any] = data
-        self._seen: set[str] = set()
-
-    def error(self, key: str, message: str) -> InvalidInputError:
-        name = f"{self.prefix}{key}".rstrip(".")
-        label = f"{self.where}: {name}" if name else self.where
-        return InvalidInputError(f"{label}: {message}", field=label)
-
-    def get(self, key: str) -> object:
-        self._seen.add(key)
-        return self.data.get(key)
-
-    def text(self, key: str, default: str = "", *, required: bool = False) -> str:
-        value = self.get(key)
-        if value is None and not required:
-            return default
-        if not isinstance(value, str) or (required and not value.strip()):
-            raise self.error(key, "must be a non-empty string" if required else "must be a string")
-        return value.strip() if required else value
-
-    def optional_text(self, key: str) -> str | None:
-        value = self.get(key)
-        if value is None or value == "":
-            return None
-        if not isinstance(value, str):
-            raise self.error(key, "must be a string")
-        return value
-
-    def number(self, key: str, default: float, *, minimum: float = 0.0) -> float:
-        value = self.get(key)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
-            raise self.error(key, f"must be a number >= {minimum:g}")
-        return float(value)
-
-    def integer(self, key: str, default: int, *, minimum: int, maximum: int) -> int:
-        value = self.get(key)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-            raise self.error(key, f"must be an integer in {minimum}..{maximum}")
-        return value
-
-    def boolean(self, key: str, default: bool) -> bool:
-        value = self.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise self.error(key, "must be true or false")
-        return value
-
-    def strings(self, key: str, default: Sequence[str] = ()) -> tuple[str, ...]:
-        value = self.get(key)
-        if value is None:
-            return tuple(default)
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise self.error(key, "must be a list of strings")
-        return tuple(value)
-
-    def choice(self, key: str, enum: type[StrEnum], default: str | None = None) -> str:
-        value = self.get(key)
-        if value is None and default is not None:
-            return default
-        allowed = [member.value for member in enum]
-        if value not in allowed:
-            raise self.error(key, f"must be one of {', '.join(allowed)}")
-        return str(value)
-
-    def done(self) -> None:
-        unknown = sorted(str(key) for key in self.data if str(key) not in self._seen)
-        if unknown:
-            raise self.error(unknown[0], "unknown key")
-
-
-def _read_yaml(path: Path, where: str) -> object:
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidInputError(f"{where}: file not found in {path.parent}", field=where) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"{where}: cannot read: {exc}", field=where) from None
-    except yaml.YAMLError as exc:
-        where_line = getattr(exc, "problem_mark", None)
-        line = f" (line {where_line.line + 1})" if where_line is not None else ""
-        raise InvalidInputError(f"{where}: invalid YAML{line}", field=where) from None
 
 
 def _resolve_arg(arg: str, root: Path) -> str:
@@ -125,7 +26,7 @@ def _resolve_arg(arg: str, root: Path) -> str:
 
 
 def _executor(name: str, data: object, root: Path) -> ExecutorConfig:
-    spec = _Fields(data, "office.yml", f"executors.{name}.")
+    spec = Fields(data, "office.yml", f"executors.{name}.")
     kind = spec.text("kind", "command")
     if kind not in EXECUTOR_KINDS:
         raise spec.error("kind", f"must be one of {', '.join(EXECUTOR_KINDS)}")
@@ -153,7 +54,7 @@ def _executor(name: str, data: object, root: Path) -> ExecutorConfig:
 
 
 def _agent(path: Path, where: str) -> AgentSpec:
-    spec = _Fields(_read_yaml(path, where), where)
+    spec = Fields(read_yaml(path, where), where)
     role = AgentRole(spec.choice("role", AgentRole))
     agent = AgentSpec(
         name=spec.text("name", path.stem).strip() or path.stem,
@@ -170,7 +71,7 @@ def _agent(path: Path, where: str) -> AgentSpec:
 
 
 def _project(path: Path, where: str, root: Path) -> ProjectSpec:
-    spec = _Fields(_read_yaml(path, where), where)
+    spec = Fields(read_yaml(path, where), where)
     directory = spec.optional_text("directory")
     if directory is not None:
         directory = str((root / Path(directory).expanduser()).resolve())
@@ -202,6 +103,20 @@ def _unique(items: Sequence[tuple[str, str]], kind: str) -> None:
         seen[name] = where
 
 
+def _unique_routines(routines: Sequence[RoutineSpec], wheres: Sequence[str]) -> None:
+    """Routine names are unique per assignee (each coordinator has a "Coordinator heartbeat")."""
+    seen: dict[tuple[str, str | None], str] = {}
+    for routine, where in zip(routines, wheres, strict=True):
+        key = (routine.name, routine.assignee)
+        if key in seen:
+            owner = f"for {routine.assignee!r}" if routine.assignee else "without an assignee"
+            message = (
+                f"{where}: name: routine {routine.name!r} {owner} is also defined in {seen[key]}"
+            )
+            raise InvalidInputError(message, field=f"{where}: name")
+        seen[key] = where
+
+
 def load_config(directory: Path | str) -> OfficeConfig:
     """Read and validate the office config in ``directory``.
 
@@ -215,15 +130,15 @@ def load_config(directory: Path | str) -> OfficeConfig:
     root = Path(directory).expanduser().resolve()
     if not root.is_dir():
         raise InvalidInputError(f"{root} is not a directory", field="directory")
-    office = _Fields(_read_yaml(root / "office.yml", "office.yml"), "office.yml")
-    ws = _Fields(office.get("workspace"), "office.yml", "workspace.")
+    office = Fields(read_yaml(root / "office.yml", "office.yml"), "office.yml")
+    ws = Fields(office.get("workspace"), "office.yml", "workspace.")
     name, description = ws.text("name", required=True), ws.text("description")
     ws.done()
     executor_data = office.get("executors") or {}
     if not isinstance(executor_data, dict):
         raise office.error("executors", "must map executor names to definitions")
     executors = {str(key): _executor(str(key), value, root) for key, value in executor_data.items()}
-    values = _Fields(office.get("settings"), "office.yml", "settings.")
+    values = Fields(office.get("settings"), "office.yml", "settings.")
     settings = WorkspaceSettings(
         coalesce_window=timedelta(seconds=values.number("coalesce_window_s", 5.0)),
         recovery_lookback_hours=values.integer(
@@ -252,10 +167,19 @@ def load_config(directory: Path | str) -> OfficeConfig:
         if executor is not None and executor not in executors:
             message = f"{where}: executor: {executor!r} is not defined in office.yml"
             raise InvalidInputError(message, field=f"{where}: executor")
+    routine_files = _entity_files(root, "routines")
+    routines = [load_routine(path, where) for path, where in routine_files]
+    _unique_routines(routines, [where for _, where in routine_files])
+    agent_names = {agent.name for agent in agents}
+    for routine, (_, where) in zip(routines, routine_files, strict=True):
+        if routine.assignee is not None and routine.assignee not in agent_names:
+            message = f"{where}: assignee: agent {routine.assignee!r} is not defined in agents/"
+            raise InvalidInputError(message, field=f"{where}: assignee")
     return OfficeConfig(
         name=name,
         description=description,
         settings=settings,
         agents=tuple(sorted(agents, key=lambda a: a.name)),
         projects=tuple(sorted(projects, key=lambda p: p.name)),
+        routines=tuple(sorted(routines, key=lambda r: (r.name, r.assignee or ""))),
     )

@@ -6,6 +6,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from office_scheduler.domain.models import WorkspaceSettings
+from office_scheduler.domain.routines import (
+    CatchUpPolicy,
+    ConcurrencyPolicy,
+    RoutineStatus,
+    RoutineVariable,
+    SigningMode,
+    TaskTemplate,
+    TriggerKind,
+)
 from office_scheduler.domain.status import AgentRole, AgentStatus
 
 
@@ -35,10 +44,46 @@ class ProjectSpec:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class OfficeConfig:
-    """A whole office: the workspace, its settings and executors, agents and projects.
+class TriggerSpec:
+    """One trigger of a routine file.
 
-    Agents and projects are ordered by name.
+    ``cron`` (normalised) and ``timezone`` (an IANA name, ``UTC`` when not given) belong to
+    a ``schedule`` trigger, ``signing_mode`` to a ``webhook`` one.
+    """
+
+    kind: TriggerKind
+    enabled: bool = True
+    cron: str | None = None
+    timezone: str = ""
+    signing_mode: SigningMode | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RoutineSpec:
+    """One routine as configured in ``routines/<name>.yml``.
+
+    ``assignee`` is an agent name; ``variables`` are the declarations after every
+    ``{{name}}`` of the template was declared (as the routine service stores them);
+    ``triggers`` are in canonical order (kind, then cron and zone or signing mode).
+    """
+
+    name: str
+    description: str = ""
+    assignee: str | None = None
+    status: RoutineStatus = RoutineStatus.ACTIVE
+    concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.COALESCE_IF_ACTIVE
+    catch_up_policy: CatchUpPolicy = CatchUpPolicy.ENQUEUE_MISSED_WITH_CAP
+    catch_up_max: int = 25
+    task_template: TaskTemplate | None = None
+    variables: tuple[RoutineVariable, ...] = ()
+    triggers: tuple[TriggerSpec, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OfficeConfig:
+    """A whole office: the workspace, its settings and executors, agents, projects, routines.
+
+    Agents, projects and routines are ordered by name.
     """
 
     name: str
@@ -46,6 +91,7 @@ class OfficeConfig:
     settings: WorkspaceSettings
     agents: tuple[AgentSpec, ...] = ()
     projects: tuple[ProjectSpec, ...] = ()
+    routines: tuple[RoutineSpec, ...] = ()
 
 
 class Action(StrEnum):
@@ -58,7 +104,11 @@ class Action(StrEnum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Change:
-    """One planned change: ``kind`` is ``workspace``, ``agent`` or ``project``."""
+    """One planned change: ``kind`` is ``workspace``, ``agent``, ``project`` or ``routine``.
+
+    A routine's ``fields`` name ``triggers`` when triggers are added, removed, enabled or
+    disabled.
+    """
 
     kind: str
     name: str
@@ -78,3 +128,29 @@ class ImportPlan:
     def has_changes(self) -> bool:
         """True when applying the plan would change anything."""
         return any(change.action is not Action.UNCHANGED for change in self.changes)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewWebhook:
+    """A webhook trigger an import created: its URL id and, when signed, its secret.
+
+    The secret is shown this once: the store never returns it again.
+    """
+
+    routine: str
+    public_id: str
+    signing_mode: SigningMode
+    secret: str | None
+
+    @property
+    def path(self) -> str:
+        """The URL path that fires the trigger."""
+        return f"/api/routine-triggers/{self.public_id}/fire"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ImportResult:
+    """What :func:`~office_scheduler.files.sync.run_import` did."""
+
+    workspace_id: str
+    new_webhooks: tuple[NewWebhook, ...] = ()

@@ -1,4 +1,4 @@
-"""Planning and applying an import: match by name, create or update, never delete."""
+"""Planning and applying an import: match by name, create or update, never delete records."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from office_scheduler.files.model import (
     AgentSpec,
     Change,
     ImportPlan,
+    ImportResult,
     OfficeConfig,
     ProjectSpec,
 )
+from office_scheduler.files.routine_sync import apply_routines, plan_routines
 from office_scheduler.store.facade import Store
 
 
@@ -84,7 +86,8 @@ def _change(kind: str, name: str, fields: Sequence[str] | None) -> Change:
 def plan_import(store: Store, config: OfficeConfig) -> ImportPlan:
     """Compare ``config`` with the store and list what an import would create or update.
 
-    Records are matched by workspace name, then agent and project name in that workspace.
+    Records are matched by workspace name, then agent, project and routine name in that
+    workspace (see :mod:`office_scheduler.files.routine_sync` for routines and triggers).
     """
     office = store.office
     workspace = office.find_workspace_by_name(config.name)
@@ -109,6 +112,8 @@ def plan_import(store: Store, config: OfficeConfig) -> ImportPlan:
         )
         diff = None if project is None else _project_diff(project, project_spec)
         changes.append(_change("project", project_spec.name, diff))
+    workspace_id = None if workspace is None else workspace.id
+    changes += plan_routines(store, workspace_id, config.routines)
     return ImportPlan(
         config=config,
         workspace_id=None if workspace is None else workspace.id,
@@ -117,12 +122,23 @@ def plan_import(store: Store, config: OfficeConfig) -> ImportPlan:
 
 
 def apply_import(store: Store, plan: ImportPlan, now: datetime) -> str:
-    """Create or update the records of ``plan`` (one store transaction per record).
+    """:func:`run_import`, returning only the workspace id.
 
-    Project directories are created when missing.
+    Secrets of webhook triggers created by the import are lost: use :func:`run_import` to
+    show them.
+    """
+    return run_import(store, plan, now).workspace_id
+
+
+def run_import(store: Store, plan: ImportPlan, now: datetime) -> ImportResult:
+    """Create or update the records of ``plan`` (one store transaction per record or trigger).
+
+    Project directories are created when missing. Routines come last, so a routine can name
+    an agent the same import creates.
 
     Returns:
-        The id of the imported workspace.
+        The id of the imported workspace and the webhook triggers created, with their
+        secrets: shown this once, the store never returns them.
 
     Raises:
         ConflictError: the store changed since the plan was made (a record it means to
@@ -192,4 +208,6 @@ def apply_import(store: Store, plan: ImportPlan, now: datetime) -> str:
             office.update_project(
                 project.id, now=now, **{k: project_values[k] for k in change.fields}
             )
-    return workspace_id
+    routine_changes = [change for change in plan.changes if change.kind == "routine"]
+    webhooks = apply_routines(store, workspace_id, config.routines, routine_changes, now)
+    return ImportResult(workspace_id=workspace_id, new_webhooks=tuple(webhooks))

@@ -651,22 +651,12 @@ def _insert_routine_task(conn: Connection, task: Mapping[str, Any], now: datetim
 
 
 def install_heartbeat(conn: Connection, *, workspace_id: str, agent_id: str, now: datetime) -> None:
-    """Install the "Coordinator heartbeat" routine for a new coordinator, unless one exists.
+    """Install the "Coordinator heartbeat" routine for a new coordinator agent.
 
     Runs inside the agent's creating transaction, so a coordinator never exists without
-    it. The trigger starts without ``next_run_at``; the cron loop gives it its first tick.
+    it (a brand-new agent cannot already have one). The trigger starts without
+    ``next_run_at``; the cron loop gives it its first tick.
     """
-    existing = conn.execute(
-        sa.select(routines.c.id)
-        .join(routine_triggers, routine_triggers.c.routine_id == routines.c.id)
-        .where(
-            routines.c.assignee_agent_id == agent_id,
-            routines.c.name == HEARTBEAT_NAME,
-            routine_triggers.c.cron_expression == HEARTBEAT_CRON,
-        )
-    ).first()
-    if existing is not None:
-        return
     routine_id = new_id()
     conn.execute(
         sa.insert(routines).values(
