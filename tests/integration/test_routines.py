@@ -449,3 +449,34 @@ async def test_two_cron_loops_fire_each_tick_exactly_once(
         ticks = [run.scheduled_for for run in _runs(office, routine)]
         expected = [T0 + timedelta(minutes=5 * i) for i in range(1, 7)]
         assert ticks == expected
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"x": "a\\u0000b"}', b'{"x": NaN}', b'{"x": 1e999}', b'{"a\\u0000": 1}'],
+    ids=["nul-value", "nan", "overflow", "nul-key"],
+)
+async def test_webhook_values_no_database_can_store_are_rejected(
+    office: Office, body: bytes
+) -> None:
+    routine, public_id, _ = await _webhook(office, "none")
+    with pytest.raises(InvalidInputError) as caught:
+        await office.service.routines.fire_webhook(public_id, {}, body)
+    assert caught.value.field == "body"
+    with pytest.raises(InvalidInputError) as manual:
+        await office.service.routines.fire_manual(routine.id, {"x": float("nan")})
+    assert manual.value.field == "variables"
+    assert _runs(office, routine) == []
+
+
+async def test_redelivery_with_a_seen_key_is_answered_after_the_routine_is_paused(
+    office: Office,
+) -> None:
+    routine, public_id, _ = await _webhook(office, "none")
+    headers = {"idempotency-key": "d-1"}
+    first, _ = await office.service.routines.fire_webhook(public_id, headers, b"{}")
+    await office.service.routines.update_routine(routine.id, {"status": "paused"})
+    again, created = await office.service.routines.fire_webhook(public_id, headers, b"{}")
+    assert (again.id, created) == (first.id, False)
+    with pytest.raises(ConflictError):
+        await office.service.routines.fire_webhook(public_id, {"idempotency-key": "d-2"}, b"{}")

@@ -44,6 +44,7 @@ COMMANDS = {
     "demo": "demo:demo",
     "task": "tasks:task_group",
     "comment": "tasks:comment_group",
+    "routine": "routines:routine_group",
     "wake": "ops:wake",
     "runs": "ops:runs_group",
     "wakeups": "ops:wakeups_group",

@@ -33,6 +33,7 @@ from office_scheduler.domain.status import Classification, WakeSource
 from office_scheduler.routines import webhooks
 from office_scheduler.routines.templates import (
     builtin_values,
+    check_json,
     dispatch_fingerprint,
     render_template,
     resolve_variables,
@@ -165,8 +166,10 @@ class RoutineService(TriggerOps):
         """
         routine = await self.get_routine(routine_id)
         self._require_active(routine)
+        provided = dict(variables or {})
+        check_json(provided, field="variables")
         values = resolve_variables(
-            routine.variables, dict(variables or {}), builtin_values(self._clock.now(), "")
+            routine.variables, provided, builtin_values(self._clock.now(), "")
         )
         run, _ = await asyncio.to_thread(
             self._store.routines.insert_run,
@@ -213,6 +216,11 @@ class RoutineService(TriggerOps):
         signature = webhooks.verify(mode, secret, headers, body, now)
         key = webhooks.idempotency_key(headers)
         provided = webhooks.parse_body(body)
+        scoped_key = f"routine:{trigger.routine_id}:webhook:{key}" if key else None
+        if scoped_key is not None:
+            earlier = await asyncio.to_thread(self._store.routines.find_run_by_key, scoped_key)
+            if earlier is not None:
+                return earlier, False  # a redelivery: answered even if paused since
         routine = await self.get_routine(trigger.routine_id)
         if not trigger.enabled:
             raise ConflictError("this webhook trigger is disabled", field="enabled")
@@ -228,7 +236,7 @@ class RoutineService(TriggerOps):
                 source=RoutineRunSource.WEBHOOK,
                 variables=values,
                 scheduled_for=None,
-                idempotency_key=f"routine:{routine.id}:webhook:{key}" if key else None,
+                idempotency_key=scoped_key,
                 key_prefix=f"routine:{routine.id}:webhook:",
                 delivery_signature=signature,
             ),

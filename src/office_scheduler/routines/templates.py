@@ -40,6 +40,28 @@ def placeholders(*texts: str) -> list[str]:
     return list(seen)
 
 
+def check_json(value: object, *, field: str, depth: int = 0) -> None:
+    """Check that ``value`` can be stored as JSON on every database.
+
+    Raises:
+        InvalidInputError: a non-finite number, a NUL character in a string or key, or
+            nesting deeper than 64 levels (``field`` names the input).
+    """
+    if depth > 64:
+        raise InvalidInputError(f"{field} is nested too deeply", field=field)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInputError(f"{field} contains a non-finite number", field=field)
+    if isinstance(value, str) and "\x00" in value:
+        raise InvalidInputError(f"{field} contains a NUL character", field=field)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_json(key, field=field, depth=depth + 1)
+            check_json(item, field=field, depth=depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            check_json(item, field=field, depth=depth + 1)
+
+
 def coerce_value(variable: RoutineVariable, value: object, *, field: str) -> Any:
     """Check ``value`` against the variable's type and return it in that type.
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from office_scheduler.domain.errors import AuthError, InvalidInputError
 from office_scheduler.domain.routines import SigningMode
+from office_scheduler.routines.templates import check_json
 
 SIGNATURE_HEADER = "x-signature-256"
 TIMESTAMP_HEADER = "x-signature-timestamp"
@@ -103,7 +104,8 @@ def parse_body(body: bytes) -> dict[str, Any]:
     its top-level keys.
 
     Raises:
-        InvalidInputError: larger than 256 KiB, not JSON, or not an object.
+        InvalidInputError: larger than 256 KiB, not JSON, not an object, or holding a value
+            no database can store (a non-finite number, a NUL character).
     """
     if len(body) > MAX_BODY_BYTES:
         raise InvalidInputError("body is larger than 256 KiB", field="body")
@@ -115,6 +117,7 @@ def parse_body(body: bytes) -> dict[str, Any]:
         raise InvalidInputError("body is not valid JSON", field="body") from None
     if not isinstance(data, dict):
         raise InvalidInputError("body must be a JSON object", field="body")
+    check_json(data, field="body")
     inner = data.get("variables")
     if isinstance(inner, dict) and set(data) == {"variables"}:
         return inner

@@ -483,6 +483,11 @@ class RoutineStore:
                 continue  # a concurrent insert won; the next attempt sees its row
         raise ConflictError("concurrent delivery of the same request", field="Idempotency-Key")
 
+    def find_run_by_key(self, key: str) -> RoutineRun | None:
+        """The routine run with idempotency key ``key``, or ``None``."""
+        with self._db.read() as conn:
+            return _existing_by_key(conn, key)
+
     def get_run(self, run_id: int) -> RoutineRun:
         """The routine run ``run_id``.
 

@@ -10,7 +10,9 @@ from office_scheduler.api.routes import (
     health,
     projects,
     queue,
+    routines,
     tasks,
+    webhooks,
     workspaces,
 )
 
@@ -18,5 +20,7 @@ __all__ = ["api_router"]
 
 api_router = APIRouter()
 api_router.include_router(health.router)
-for _module in (workspaces, projects, agents, tasks, comments, queue):
+for _module in (workspaces, projects, agents, tasks, comments, queue, routines):
     api_router.include_router(_module.router, prefix="/api/v1")
+#: Public, outside ``/api/v1``: the webhook trigger's signing mode authenticates the caller.
+api_router.include_router(webhooks.router)

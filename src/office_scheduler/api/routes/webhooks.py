@@ -1,0 +1,94 @@
+"""The public webhook endpoint of routine triggers: ``POST /api/routine-triggers/{id}/fire``.
+
+It is outside ``/api/v1`` and takes no bearer token: the trigger's signing mode
+authenticates the caller (``hmac_sha256``: ``X-Signature-256: sha256=<hex>`` over
+``"<timestamp>." + raw body`` with ``X-Signature-Timestamp``; ``bearer``: the trigger's
+secret in ``Authorization``; ``none``: the unguessable URL alone). The raw body is read
+as sent, because the signature covers its exact bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from office_scheduler.api.schemas import has_nul
+from office_scheduler.api.views import ErrorOut
+from office_scheduler.api.views_routines import RoutineRunOut, WebhookFiredOut
+from office_scheduler.domain.errors import InvalidInputError
+from office_scheduler.routines.webhooks import MAX_BODY_BYTES
+from office_scheduler.service import Service
+
+router = APIRouter(tags=["routine webhooks"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorOut, "description": "missing or wrong signature/secret, stale timestamp"},
+    404: {"model": ErrorOut, "description": "no webhook trigger has this public id"},
+    409: {
+        "model": ErrorOut,
+        "description": "a replayed signed delivery, a disabled trigger or an inactive routine",
+    },
+    422: {"model": ErrorOut, "description": "a body that is not a JSON object, or a bad variable"},
+}
+
+
+async def _raw_body(request: Request) -> bytes:
+    """The request body exactly as sent, refusing more than the webhook limit (256 KiB)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise InvalidInputError("body is larger than 256 KiB", field="body")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise InvalidInputError("body is larger than 256 KiB", field="body")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _check_storable(body: bytes) -> None:
+    """Refuse JSON the database cannot store: NUL characters, ``NaN`` or ``Infinity``.
+
+    Malformed JSON is left to the routine service, which reports it after authenticating
+    the delivery.
+    """
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return
+    try:
+        json.dumps(data, allow_nan=False)
+    except ValueError:
+        raise InvalidInputError("body must not contain NaN or Infinity", field="body") from None
+    if has_nul(data):
+        raise InvalidInputError("body must not contain NUL characters", field="body")
+
+
+@router.post(
+    "/api/routine-triggers/{public_id}/fire",
+    status_code=202,
+    responses=_ERRORS,
+    openapi_extra={
+        "requestBody": {
+            "required": False,
+            "content": {"application/json": {"schema": {"type": "object"}}},
+            "description": "variables: a JSON object, or {'variables': {...}}",
+        }
+    },
+)
+async def fire_webhook(public_id: str, request: Request) -> WebhookFiredOut:
+    """Fire the routine of a webhook trigger; the JSON body provides its variables.
+
+    Send ``Idempotency-Key`` to make retries safe: a repeated key returns the first
+    delivery's routine run with ``deduplicated: true``. Nothing is stored when
+    authentication fails.
+    """
+    service: Service = request.app.state.service
+    body = await _raw_body(request)
+    _check_storable(body)
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    run, created = await service.routines.fire_webhook(public_id, headers, body)
+    return WebhookFiredOut(routine_run=RoutineRunOut.of(run), deduplicated=not created)

@@ -1,0 +1,236 @@
+"""``office routine …``: client commands against a live HTTP server (on both databases).
+
+The server is the harness's app served by uvicorn in a thread, so the test controls its
+clock and can sign webhook deliveries with it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import structlog
+import uvicorn
+from click.testing import CliRunner, Result
+
+from api_harness import Api, open_api
+from office_scheduler.cli import office
+from office_scheduler.cli.runtime import bind
+from office_scheduler.routines.webhooks import sign
+
+OFFICE_ENV = (
+    "OFFICE_HOME",
+    "OFFICE_DATABASE_URL",
+    "OFFICE_API_URL",
+    "OFFICE_TOKEN",
+    "OFFICE_AGENT_ID",
+    "OFFICE_WORKSPACE_ID",
+    "OFFICE_TASK_ID",
+    "OFFICE_LOG_FORMAT",
+)
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """The CLI configures logging for its process; give the next test the old setup back."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    config = structlog.get_config()
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.configure(**config)
+
+
+class Office:
+    """A served API with one workspace and one worker; ``run`` invokes the CLI against it."""
+
+    def __init__(self, api: Api, url: str, home: Path) -> None:
+        self.api = api
+        self.url = url
+        self.home = home
+        self.ws = api.workspace("acme")["id"]
+        self.agent = api.agent(self.ws, "worker-1")["id"]
+
+    def run(self, *args: str) -> Result:
+        env: dict[str, str | None] = {name: None for name in OFFICE_ENV}
+        env |= {"OFFICE_HOME": str(self.home), "OFFICE_TOKEN": self.api.admin_token}
+        return CliRunner().invoke(office, ["--api-url", self.url, *args], env=env)
+
+    def ok(self, *args: str) -> Result:
+        result = self.run(*args)
+        assert result.exit_code == 0, (result.stdout, result.stderr)
+        return result
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.ok("--json", *args).stdout)
+
+
+@pytest.fixture
+def served(tmp_path: Path, db_url: str, db_schema: str | None) -> Iterator[Office]:
+    with open_api(tmp_path, url=db_url, schema=db_schema) as api:
+        sock, url = bind("127.0.0.1", 0)
+        server = uvicorn.Server(uvicorn.Config(api.client.app, log_config=None, lifespan="off"))
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 10
+            while not server.started:
+                assert thread.is_alive(), "uvicorn stopped during startup"
+                assert time.monotonic() < deadline, "uvicorn did not start"
+                time.sleep(0.02)
+            yield Office(api, url, tmp_path / "home")
+        finally:
+            server.should_exit = True
+            thread.join(timeout=10)
+            sock.close()
+
+
+def one_line_error(result: Result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    assert lines[0].startswith("office: ")
+    return lines[0]
+
+
+def test_create_list_show_fire_and_runs(served: Office) -> None:
+    created = served.ok(
+        "routine", "create", "--workspace", served.ws, "--name", "Daily report",
+        "--assignee", "worker-1", "--cron", "0 9 * * 1-5", "--tz", "Europe/Paris",
+        "--title", "Report {{date}} for {{team}}", "--variable", "team:text:core",
+    )  # fmt: skip
+    assert "created heavy routine" in created.stdout
+    assert "next run: 2026-01-06T08:00:00Z" in created.stdout
+
+    [routine] = served.json("routine", "list", "--workspace", served.ws)
+    assert routine["name"] == "Daily report"
+    assert routine["assignee_agent_id"] == served.agent
+    assert routine["variables"][0] == {
+        "name": "team", "type": "text", "default": "core", "required": False, "options": [],
+    }  # fmt: skip
+    listed = served.ok("routine", "list", "--workspace", served.ws)
+    assert "Daily report" in listed.stdout
+    shown = served.ok("routine", "show", routine["id"])
+    assert "0 9 * * 1-5" in shown.stdout
+    assert "Europe/Paris" in shown.stdout
+    assert "Report {{date}} for {{team}}" in shown.stdout
+
+    fired = served.ok("routine", "fire", routine["id"], "--var", "team=ops")
+    assert "task_created (task " in fired.stdout
+    [run] = served.json("routine", "runs", routine["id"])
+    assert run["source"] == "manual"
+    task = served.api.ok("GET", f"/api/v1/tasks/{run['linked_task_id']}")
+    assert task["title"] == "Report 2026-01-05 for ops"
+
+    assert "is paused" in served.ok("routine", "pause", routine["id"]).stdout
+    refused = served.run("routine", "fire", routine["id"])
+    assert refused.exit_code == 1
+    assert "only active routines fire" in one_line_error(refused)
+    assert "is active" in served.ok("routine", "resume", routine["id"]).stdout
+    updated = served.json(
+        "routine", "update", routine["id"], "--concurrency", "always_enqueue",
+        "--description", "Depth {{depth}}", "--variable", "depth!:number:2",
+    )  # fmt: skip
+    assert updated["concurrency_policy"] == "always_enqueue"
+    assert updated["task_template"] == {
+        "title": "Report {{date}} for {{team}}", "description": "Depth {{depth}}",
+    }  # fmt: skip
+    assert [(v["name"], v["type"], v["default"], v["required"]) for v in updated["variables"]] == [
+        ("depth", "number", 2, True), ("team", "text", None, False),
+    ]  # fmt: skip
+    light = served.json("routine", "update", routine["id"], "--lightweight", "--unassign")
+    assert (light["kind"], light["assignee_agent_id"]) == ("lightweight", None)
+    assert "deleted" in served.ok("routine", "delete", routine["id"]).stdout
+    assert served.json("routine", "list", "--workspace", served.ws) == []
+
+
+def test_webhook_trigger_prints_its_secret_once(served: Office) -> None:
+    routine = served.json(
+        "routine", "create", "--workspace", served.ws, "--name", "On alert", "--assignee",
+        served.agent,
+    )  # fmt: skip
+    assert routine["kind"] == "lightweight"
+
+    added = served.ok("routine", "trigger", "add", routine["id"], "--kind", "webhook")
+    lines = dict(line.split(": ", 1) for line in added.stdout.splitlines() if ": " in line)
+    secret, url = lines["secret"], lines["url"]
+    assert "shown only now" in added.stdout
+    assert url.startswith(served.url + "/api/routine-triggers/")
+    stamp = int(served.api.clock.now().timestamp())
+    body = b'{"alert": "disk full"}'
+    headers = {"X-Signature-256": sign(secret, stamp, body), "X-Signature-Timestamp": str(stamp)}
+    delivered = httpx.post(url, content=body, headers=headers)
+    assert delivered.status_code == 202, delivered.text
+    assert delivered.json()["routine_run"]["status"] == "dispatched"
+
+    [trigger] = served.json("routine", "trigger", "list", routine["id"])
+    assert "secret" not in trigger
+    listed = served.ok("routine", "trigger", "list", routine["id"])
+    assert secret not in listed.stdout
+    assert "disabled" in served.ok("routine", "trigger", "disable", trigger["id"]).stdout
+    refused = httpx.post(url, content=body, headers=headers)
+    assert refused.status_code == 409
+    assert "enabled" in served.ok("routine", "trigger", "enable", trigger["id"]).stdout
+    served.ok("routine", "trigger", "delete", trigger["id"])
+    assert served.json("routine", "trigger", "list", routine["id"]) == []
+    assert len(served.json("routine", "runs", routine["id"])) == 1
+
+
+def test_bad_cron_exits_2_with_one_line_and_creates_nothing(served: Office) -> None:
+    result = served.run(
+        "routine", "create", "--workspace", served.ws, "--name", "Broken", "--cron", "61 * * * *"
+    )
+
+    assert result.exit_code == 2, result.output
+    assert "cron_expression" in one_line_error(result)
+    assert result.stdout == ""
+    assert served.json("routine", "list", "--workspace", served.ws) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["routine", "create", "--name", "x", "--variable", "nameonly"],
+        ["routine", "create", "--name", "x", "--variable", "n:float"],
+        ["routine", "create", "--name", "x", "--description", "no title"],
+        ["routine", "create", "--name", "x", "--tz", "UTC"],
+        ["routine", "create", "--name", "x", "--concurrency", "sometimes"],
+        ["routine", "fire", "r1", "--var", "novalue"],
+        ["routine", "update", "r1"],
+        ["routine", "trigger", "add", "r1", "--kind", "schedule"],
+        ["routine", "trigger", "add", "r1", "--kind", "manual", "--signing", "bearer"],
+        ["routine", "trigger", "add", "r1", "--kind", "hourly"],
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str]) -> None:
+    env: dict[str, str | None] = {name: None for name in OFFICE_ENV}
+    env["OFFICE_HOME"] = str(tmp_path)
+
+    result = CliRunner().invoke(office, ["--api-url", "http://127.0.0.1:9", *args], env=env)
+
+    assert result.exit_code == 2, result.output
+    one_line_error(result)
+    assert result.stdout == ""
+
+
+def test_server_side_validation_exits_2(served: Office) -> None:
+    routine = served.json("routine", "create", "--workspace", served.ws, "--name", "Tz")
+
+    bad_zone = served.run(
+        "routine", "trigger", "add", routine["id"], "--kind", "schedule", "--cron", "0 9 * * *",
+        "--tz", "Mars/Olympus",
+    )  # fmt: skip
+    missing = served.run("routine", "show", "no-such-routine")
+
+    assert bad_zone.exit_code == 2
+    assert "timezone" in one_line_error(bad_zone)
+    assert missing.exit_code == 1
+    one_line_error(missing)
