@@ -47,6 +47,7 @@ class CronLoop:
         self._clock = clock
         self._safety_tick = safety_tick
         self._poked = asyncio.Event()
+        self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def poke(self) -> None:
@@ -56,13 +57,19 @@ class CronLoop:
     def start(self) -> asyncio.Task[None]:
         """Start the loop (idempotent); returns its task."""
         if self._task is None:
+            self._stopping.clear()
             self._task = asyncio.create_task(self._loop(), name="cron-loop")
         return self._task
 
     async def stop(self) -> None:
-        """Cancel the loop and wait until it has ended (idempotent)."""
+        """Stop the loop and wait until it has ended (idempotent).
+
+        A pass in progress completes first: cancelling it would leave its database call
+        running in a worker thread after the database is disposed.
+        """
         if self._task is not None:
-            self._task.cancel()
+            self._stopping.set()
+            self._poked.set()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
@@ -80,8 +87,10 @@ class CronLoop:
         return max(timedelta(0), min(wait, self._safety_tick))
 
     async def _loop(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             self._poked.clear()
             pause = await self._pause()
+            if self._stopping.is_set():
+                return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._poked.wait(), pause.total_seconds())
