@@ -31,6 +31,18 @@ class Settings:
         agent_base_env: the environment agent processes may copy variables from
             (each executor's ``pass_env`` lists which).
         max_output_events: output lines stored per run in ``run_events``.
+        max_run_failures: the failure of a run (counting from 1) that escalates instead of
+            scheduling another retry (DESIGN §6: the 4th).
+        retry_backoff: backoff before the retry after failure *n* (``retry_backoff[n - 1]``,
+            the last entry for later failures), jittered ±25 %; ``None`` uses
+            :data:`office_scheduler.retry.BACKOFF_TABLE` (2 min, 10 min, 30 min, 2 h).
+        pause_after_escalations: an agent is paused when this many of its runs in a row
+            escalated (no successful run in between, no edit of the agent since); 0 never
+            pauses.
+        recovery_batch_size: most tasks one recovery sweep dispatches.
+        recovery_max_redispatches: how often the recovery sweep re-dispatches an Office
+            task whose earlier runs all failed or were cancelled (a lost wake itself is
+            always re-delivered once).
     """
 
     home: Path = field(default_factory=default_home)
@@ -44,6 +56,11 @@ class Settings:
     maintenance_interval: timedelta = timedelta(seconds=30)
     agent_base_env: dict[str, str] = field(default_factory=dict)
     max_output_events: int = 2000
+    max_run_failures: int = 4
+    retry_backoff: tuple[timedelta, ...] | None = None
+    pause_after_escalations: int = 3
+    recovery_batch_size: int = 50
+    recovery_max_redispatches: int = 3
 
     @property
     def resolved_database_url(self) -> str:

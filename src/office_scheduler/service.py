@@ -112,6 +112,9 @@ class Service:
             clock=self.clock,
             settings=settings,
             alive=lambda: self.runs.inflight_run_ids,
+            enqueue=self.intake.enqueue,
+            publish=self.bus.publish,
+            poke=self.runs.poke,
         )
         self._deps = PipelineDeps(
             store=self.store,
@@ -120,6 +123,7 @@ class Service:
             publish=self.bus.publish,
             executors=dict(executors if executors is not None else default_executors()),
             tokens=self.tokens,
+            enqueue=self.intake.enqueue,
         )
         self._pipeline = compose(steps)
         self._lock_file: IO[str] | None = None
@@ -239,12 +243,16 @@ class Service:
     async def run_until_idle(self) -> None:
         """Fire the routine ticks and process every run due at the clock's time (drain mode).
 
+        Scheduled retries that are due are promoted first (the rest of maintenance, such as
+        the recovery sweep, runs only in the maintenance loop or through its ``tick``).
+
         Raises:
             DatabaseLockedError: another process runs the loops on this SQLite file.
         """
         if self._lock_file is None:
             self._lock_sqlite()
         await self.cron_firer.fire_due()
+        await self.maintenance.promote_due_retries()
         await self.runs.drain()
 
     async def wake(

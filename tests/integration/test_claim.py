@@ -140,7 +140,7 @@ async def test_expired_lease_goes_back_to_the_queue_and_releases_the_checkout(
     assert office.store.queue.recover_expired_leases(now=office.clock.now()) == [run.id]
     again = office.store.queue.get_run(run.id)
     assert again.status is RunStatus.QUEUED
-    assert again.reason is RunReason.LEASE_EXPIRED
+    assert again.reason is RunReason.INTERRUPTED
     assert office.store.office.get_task(run.task_id).checkout_agent_id is None
 
 

@@ -67,11 +67,15 @@ def test_workspace_errors(office_store: OfficeStore, workspace: Workspace, now: 
     with pytest.raises(InvalidInputError) as blank:
         office_store.create_workspace(name="  ", settings=WorkspaceSettings(), now=now)
     assert blank.value.field == "name"
-    with pytest.raises(InvalidInputError) as bad:
-        office_store.create_workspace(
-            name="other", settings=WorkspaceSettings(recovery_lookback_hours=0), now=now
-        )
-    assert bad.value.field == "recovery_lookback_hours"
+    # The recovery lookback is clamped to 1..720 hours on write, not rejected.
+    low = office_store.create_workspace(
+        name="other", settings=WorkspaceSettings(recovery_lookback_hours=0), now=now
+    )
+    assert low.settings.recovery_lookback_hours == 1
+    high = office_store.update_workspace(
+        low.id, now=now, settings=WorkspaceSettings(recovery_lookback_hours=10_000)
+    )
+    assert high.settings.recovery_lookback_hours == 720
     with pytest.raises(NotFoundError) as missing:
         office_store.get_workspace("missing")
     assert missing.value.field == "workspace_id"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -69,15 +70,68 @@ class CliState:
             return None
 
     def settings(self, **overrides: Any) -> Settings:
-        """Build :class:`Settings` for this process; ``overrides`` win."""
+        """Build :class:`Settings` for this process; ``overrides`` win.
+
+        Tuning variables (see :data:`TUNING_VARIABLES`) override the defaults.
+
+        Raises:
+            CliError: a tuning variable that is not a positive number (exit status 2).
+        """
         values: dict[str, Any] = {
             "home": self.home,
             "database_url": self.database_url,
             "api_url": self.api_url,
             "agent_base_env": dict(self.environ),
         }
+        values.update(tuning(self.environ))
         values.update(overrides)
         return Settings(**values)
+
+
+#: Environment variables that tune the scheduler: name → (Settings field, kind).
+TUNING_VARIABLES: dict[str, tuple[str, str]] = {
+    "OFFICE_SAFETY_TICK_S": ("safety_tick", "seconds"),
+    "OFFICE_LEASE_S": ("lease", "seconds"),
+    "OFFICE_SHUTDOWN_GRACE_S": ("shutdown_grace", "seconds"),
+    "OFFICE_MAINTENANCE_INTERVAL_S": ("maintenance_interval", "seconds"),
+    "OFFICE_MAX_PARALLEL_RUNS": ("max_parallel_runs", "count"),
+    "OFFICE_RETRY_BACKOFF_S": ("retry_backoff", "seconds-list"),
+}
+
+
+def _positive(name: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise CliError(f"{name} must be a positive number, not {text!r}", 2)
+    return value
+
+
+def tuning(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Settings from the tuning variables present in ``environ``.
+
+    ``OFFICE_RETRY_BACKOFF_S`` is a comma-separated list of seconds, one per failure
+    (``120,600,1800,7200`` is the default table).
+
+    Raises:
+        CliError: a value that is not a positive number (exit status 2).
+    """
+    values: dict[str, Any] = {}
+    for name, (setting, kind) in TUNING_VARIABLES.items():
+        text = environ.get(name)
+        if text is None:
+            continue
+        if kind == "seconds":
+            values[setting] = timedelta(seconds=_positive(name, text))
+        elif kind == "count":
+            values[setting] = max(1, int(_positive(name, text)))
+        else:
+            values[setting] = tuple(
+                timedelta(seconds=_positive(name, part)) for part in text.split(",")
+            )
+    return values
 
 
 def state() -> CliState:

@@ -123,6 +123,15 @@ TERMINAL_RUN_STATUSES = frozenset({RunStatus.FINISHED, RunStatus.FAILED, RunStat
 IN_FLIGHT_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.CLAIMED)
 #: Runs that occupy one of the agent's ``max_concurrent_sessions`` slots.
 LIVE_RUN_STATUSES = (RunStatus.CLAIMED, RunStatus.RUNNING)
+#: Runs of a (task, assignee) that show its ``task_assigned`` wake was not lost: the recovery
+#: sweep leaves the task alone (failed and cancelled runs do not count).
+RECOVERY_BLOCKING_RUN_STATUSES = (
+    RunStatus.QUEUED,
+    RunStatus.CLAIMED,
+    RunStatus.RUNNING,
+    RunStatus.SCHEDULED_RETRY,
+    RunStatus.FINISHED,
+)
 
 
 class RunReason(StrEnum):
@@ -143,9 +152,16 @@ class RunReason(StrEnum):
     TIMEOUT = "timeout"
     INACTIVITY_TIMEOUT = "inactivity_timeout"
     INTERRUPTED = "interrupted"
-    LEASE_EXPIRED = "lease_expired"
     CANCELLED_BY_USER = "cancelled_by_user"
     INTERNAL_ERROR = "internal_error"
+    #: The executor failed in a way retrying cannot fix (error family ``config``).
+    CONFIG_ERROR = "config_error"
+    #: The run failed ``max_run_failures`` times; escalated to people and the coordinator.
+    RETRIES_EXHAUSTED = "retries_exhausted"
+    #: A scheduled retry whose task moved to another agent before it was promoted.
+    RETRY_STALE_ASSIGNEE = "retry_stale_assignee"
+    #: A scheduled retry whose task ended (done, cancelled, archived) or vanished.
+    RETRY_TASK_CANCELLED = "retry_task_cancelled"
 
 
 class ErrorFamily(StrEnum):
@@ -186,6 +202,7 @@ class InboxKind(StrEnum):
     """Inbox item kinds shown to people."""
 
     AGENT_ERROR = "agent.error"
+    AGENT_PAUSED = "agent.paused"
     EXECUTOR_MISSING = "executor.missing"
     APPROVAL_REQUESTED = "approval.requested"
 

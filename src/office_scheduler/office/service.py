@@ -10,12 +10,16 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import structlog
+
 from office_scheduler.clock import Clock
-from office_scheduler.domain.events import CommentAdded, TaskCreated, TaskUpdated
+from office_scheduler.domain.events import CommentAdded, RunEnded, TaskCreated, TaskUpdated
 from office_scheduler.domain.models import Comment, Task
-from office_scheduler.domain.status import AuthorKind, TaskState, WorkflowKind
+from office_scheduler.domain.status import AuthorKind, RunReason, TaskState, WorkflowKind
 from office_scheduler.events.bus import EventBus
 from office_scheduler.store.facade import Store
+
+log = structlog.get_logger(__name__)
 
 
 class OfficeService:
@@ -76,6 +80,9 @@ class OfficeService:
     ) -> Task:
         """Apply ``changes`` to a task and publish :class:`TaskUpdated` when anything changed.
 
+        A new assignee cancels the previous assignee's scheduled retries of the task at once
+        (reason ``retry_stale_assignee``) and clears its leftover checkout of the task.
+
         Raises:
             NotFoundError: no such task, or a referenced agent/project is missing.
             InvalidInputError: an unknown or invalid field (``field`` names it).
@@ -83,11 +90,36 @@ class OfficeService:
         before, after = await asyncio.to_thread(
             self._store.office.update_task, task_id, now=self._clock.now(), changes=changes
         )
+        if before.assignee_agent_id is not None and (
+            after.assignee_agent_id != before.assignee_agent_id
+        ):
+            await self._cancel_retries_of(task_id, before.assignee_agent_id)
         if before != after:
             await self._bus.publish(
                 TaskUpdated(before=before, after=after, actor_agent_id=actor_agent_id)
             )
         return after
+
+    async def _cancel_retries_of(self, task_id: str, agent_id: str) -> None:
+        now = self._clock.now()
+        cancelled = await asyncio.to_thread(
+            self._store.queue.cancel_pending_retries,
+            task_id,
+            agent_id=agent_id,
+            reason=RunReason.RETRY_STALE_ASSIGNEE,
+            now=now,
+        )
+        for run in cancelled:
+            await asyncio.to_thread(
+                self._store.runlog.add_run_event,
+                run.id,
+                kind="run_cancelled",
+                message=RunReason.RETRY_STALE_ASSIGNEE.value,
+                data={"reason": RunReason.RETRY_STALE_ASSIGNEE.value},
+                now=now,
+            )
+            log.info("retry_cancelled", run_id=run.id, agent_id=agent_id, task_id=task_id)
+            await self._bus.publish(RunEnded(run=run))
 
     async def archive_task(self, task_id: str, *, actor_agent_id: str | None = None) -> Task:
         """Archive a task (it stops counting as actionable) and publish :class:`TaskUpdated`."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -20,20 +21,28 @@ from office_scheduler.domain.models import (
     Project,
     Run,
     Task,
+    WakeRequest,
     Workspace,
 )
 from office_scheduler.domain.status import RunReason, RunStatus
 from office_scheduler.executors.base import Executor
 from office_scheduler.store.facade import Store
+from office_scheduler.store.queue import IntakeResult
 
 log = structlog.get_logger(__name__)
 
 Publish = Callable[[Event], Awaitable[None]]
+Enqueue = Callable[[WakeRequest], Awaitable[IntakeResult]]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PipelineDeps:
-    """What every step may use."""
+    """What every step may use.
+
+    Attributes:
+        enqueue: intake, for the wakes a run sends on its way out (the ``agent_error``
+            escalation to the coordinator); without it no such wake is sent.
+    """
 
     store: Store
     clock: Clock
@@ -41,6 +50,7 @@ class PipelineDeps:
     publish: Publish
     executors: Mapping[str, Executor]
     tokens: TokenService
+    enqueue: Enqueue | None = None
 
 
 @dataclass(kw_only=True, slots=True)
@@ -95,6 +105,7 @@ class RunContext:
             exit_code=exit_code,
             node_id=self.deps.settings.node_id,
             seen_version=self.prompt_version or self.run.context_version,
+            claimed_at=self.run.claimed_at,
         )
         await asyncio.to_thread(self.deps.tokens.revoke_run, self.run.id, now=now)
         if ended is None:
@@ -110,6 +121,40 @@ class RunContext:
             error=error,
         )
         await self.deps.publish(RunEnded(run=ended))
+
+    async def schedule_retry(
+        self,
+        retry_at: datetime,
+        reason: RunReason,
+        *,
+        error: str,
+        result: Mapping[str, Any] | None = None,
+        usage: Mapping[str, Any] | None = None,
+        exit_code: int | None = None,
+    ) -> Run | None:
+        """Park the failed run in ``scheduled_retry`` until ``retry_at`` (not an end).
+
+        Returns:
+            The run as parked, or ``None`` when this attempt no longer owned it.
+        """
+        now = self.deps.clock.now()
+        parked = await asyncio.to_thread(
+            self.deps.store.queue.schedule_retry,
+            self.run.id,
+            retry_at=retry_at,
+            reason=reason,
+            error=error,
+            now=now,
+            result=result,
+            usage=usage,
+            exit_code=exit_code,
+            node_id=self.deps.settings.node_id,
+            claimed_at=self.run.claimed_at,
+        )
+        await asyncio.to_thread(self.deps.tokens.revoke_run, self.run.id, now=now)
+        if parked is not None:
+            self.ended = parked
+        return parked
 
 
 Step = Callable[[RunContext, Callable[[], Awaitable[None]]], Awaitable[None]]

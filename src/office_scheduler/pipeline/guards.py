@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from office_scheduler.domain.models import Run
 from office_scheduler.domain.status import (
     AgentStatus,
     Classification,
@@ -44,8 +45,9 @@ async def agent_guard(ctx: RunContext, call_next: Next) -> None:
     await call_next()
 
 
-def _review_wake(ctx: RunContext) -> bool:
-    return any(entry.payload.get("role") == "reviewer" for entry in ctx.run.context)
+def is_review_wake(run: Run) -> bool:
+    """Whether ``run`` carries a review-stage wake (its agent works as a reviewer)."""
+    return any(entry.payload.get("role") == "reviewer" for entry in run.context)
 
 
 async def staleness(ctx: RunContext, call_next: Next) -> None:
@@ -64,7 +66,7 @@ async def staleness(ctx: RunContext, call_next: Next) -> None:
         reason = RunReason.TASK_NOT_FOUND
     elif task.state.is_terminal or task.archived_at is not None:
         reason = RunReason.TASK_TERMINAL
-    elif _review_wake(ctx):
+    elif is_review_wake(ctx.run):
         if ctx.run.agent_id not in task.reviewers or task.state is not TaskState.IN_REVIEW:
             reason = RunReason.REVIEW_PARTICIPANT_CHANGED
     elif ctx.run.source is not WakeSource.QUEUE_RUN and task.assignee_agent_id != ctx.run.agent_id:

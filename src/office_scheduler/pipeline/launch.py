@@ -19,6 +19,7 @@ from office_scheduler.domain.models import ExecutorConfig, Launch, Outcome
 from office_scheduler.domain.status import InboxKind, OutcomeStatus, RunReason, RunStatus
 from office_scheduler.pipeline.context import RunContext
 from office_scheduler.pipeline.output import OutputRecorder
+from office_scheduler.pipeline.retries import record_failure
 from office_scheduler.prompts import PromptInput, build_prompt
 
 log = structlog.get_logger(__name__)
@@ -254,22 +255,13 @@ async def _record_outcome(ctx: RunContext, outcome: Outcome) -> None:
         await asyncio.to_thread(
             store.runlog.set_external_session_id, ctx.session.id, outcome.external_session_id
         )
-    usage = asdict(outcome.usage)
     if outcome.status is OutcomeStatus.SUCCEEDED:
         await ctx.end(
             RunStatus.FINISHED,
             RunReason.COMPLETED,
             result=outcome.result,
-            usage=usage,
+            usage=asdict(outcome.usage),
             exit_code=outcome.exit_code,
         )
         return
-    reason = outcome.reason if outcome.reason is not RunReason.COMPLETED else RunReason.AGENT_FAILED
-    await ctx.end(
-        RunStatus.FAILED,
-        reason,
-        error=outcome.message or "agent session failed",
-        result=outcome.result,
-        usage=usage,
-        exit_code=outcome.exit_code,
-    )
+    await record_failure(ctx, outcome)

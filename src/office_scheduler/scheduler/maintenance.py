@@ -1,26 +1,71 @@
-"""The maintenance loop: recovers runs whose lease expired (their process died)."""
+"""The maintenance loop (DESIGN §7): what keeps the queue honest between wakes.
+
+Each pass, in order: runs whose lease expired (their process died) go back to ``queued``;
+task checkouts left behind by runs that are no longer live are released; due scheduled
+retries are promoted to ``queued`` (or cancelled when their task moved on); and, once some
+workspace has adopted Office, the recovery sweep re-dispatches assigned Office tasks whose
+``task_assigned`` wake was lost.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
 from office_scheduler.clock import Clock
 from office_scheduler.config import Settings
+from office_scheduler.domain.errors import OfficeError
+from office_scheduler.domain.events import Event, RunEnded
+from office_scheduler.domain.models import Run, WakeRequest
+from office_scheduler.domain.status import IntakeOutcome, WakeSource
+from office_scheduler.pipeline.context import Enqueue
+from office_scheduler.pipeline.retries import stale_retry_reason
 from office_scheduler.store.facade import Store
+from office_scheduler.store.recovery import RECOVERY_KEY_MARKER, RecoveryCandidate, assigned_key
 
 log = structlog.get_logger(__name__)
 
+Publish = Callable[[Event], Awaitable[None]]
+#: Shortest pause between two passes when a retry falls due sooner than the interval.
+MIN_PAUSE_S = 1.0
+
+
+async def _ignore(_event: Event) -> None:
+    return None
+
+
+def _no_poke() -> None:
+    return None
+
+
+def recovery_key(candidate: RecoveryCandidate) -> str:
+    """The idempotency key of a recovery dispatch.
+
+    A lost wake is re-delivered under its own creation key ``task_assigned:<task>:<agent>``,
+    so a late original and the sweep dedupe into one wake. When that key exists (the wake
+    arrived, and every run it made failed or was cancelled), re-dispatch number *n* uses
+    ``task_assigned:<task>:<agent>:recovery:<n>``: deterministic, so concurrent sweeps
+    dispatch once.
+    """
+    key = assigned_key(candidate.task_id, candidate.agent_id)
+    if not candidate.assigned_key_used:
+        return key
+    return f"{key}{RECOVERY_KEY_MARKER}{candidate.redispatches + 1}"
+
 
 class MaintenanceLoop:
-    """Runs :meth:`tick` every ``settings.maintenance_interval``.
+    """Runs :meth:`tick` every ``settings.maintenance_interval`` (sooner for a due retry).
 
     Args:
         alive: returns the runs this process is executing; their leases are never
             recovered here even when the wall clock jumped past them.
+        enqueue: intake, for recovery dispatches; without it the sweep does nothing.
+        publish: receives :class:`RunEnded` for scheduled retries cancelled here.
+        poke: wakes the runs loop after retries were promoted.
     """
 
     def __init__(
@@ -30,15 +75,30 @@ class MaintenanceLoop:
         clock: Clock,
         settings: Settings,
         alive: Callable[[], Sequence[int]] = list,
+        enqueue: Enqueue | None = None,
+        publish: Publish = _ignore,
+        poke: Callable[[], None] = _no_poke,
     ) -> None:
         self._alive = alive
         self._store = store
         self._clock = clock
         self._settings = settings
+        self._enqueue = enqueue
+        self._publish = publish
+        self._poke = poke
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     async def tick(self) -> list[int]:
-        """One maintenance pass; returns the ids of runs put back to the queue."""
+        """One maintenance pass; returns the ids of runs whose expired lease was recovered."""
+        recovered = await self.recover_stale_claims()
+        await self.reap_leaked_checkouts()
+        await self.promote_due_retries()
+        await self.recovery_sweep()
+        return recovered
+
+    async def recover_stale_claims(self) -> list[int]:
+        """Put claimed/running runs whose lease expired back to ``queued`` (not a failure)."""
         recovered = await asyncio.to_thread(
             self._store.queue.recover_expired_leases,
             now=self._clock.now(),
@@ -46,23 +106,188 @@ class MaintenanceLoop:
         )
         if recovered:
             log.warning("stale_claims_recovered", run_ids=recovered)
+            self._poke()
         return recovered
+
+    async def reap_leaked_checkouts(self) -> list[str]:
+        """Release task checkouts whose holding run is not live; returns the task ids."""
+        task_ids = await asyncio.to_thread(self._store.queue.reap_leaked_checkouts)
+        if task_ids:
+            log.warning("leaked_checkouts_released", task_ids=task_ids)
+        return task_ids
+
+    async def promote_due_retries(self) -> list[int]:
+        """Queue every due scheduled retry whose task is still the agent's; cancel the rest.
+
+        Returns:
+            The ids of the runs put back to ``queued``.
+        """
+        queue = self._store.queue
+        now = self._clock.now()
+        promoted: list[int] = []
+        for run in await asyncio.to_thread(queue.due_retries, now=now):
+            task = None
+            if run.task_id is not None:
+                task = await asyncio.to_thread(self._store.office.find_task, run.task_id)
+            reason = stale_retry_reason(run, task)
+            if reason is not None:
+                cancelled = await asyncio.to_thread(
+                    queue.cancel_retry, run.id, reason=reason, now=now
+                )
+                if cancelled is not None:
+                    await self._retry_cancelled(cancelled)
+                continue
+            queued = await asyncio.to_thread(queue.promote_retry, run.id, now=now)
+            if queued is None:
+                continue
+            promoted.append(queued.id)
+            await asyncio.to_thread(
+                self._store.runlog.add_run_event,
+                queued.id,
+                kind="retry_promoted",
+                message=f"retry {queued.retry_count} queued",
+                data={"retry_count": queued.retry_count},
+                now=now,
+            )
+        if promoted:
+            log.info("retries_promoted", run_ids=promoted)
+            self._poke()
+        return promoted
+
+    async def _retry_cancelled(self, run: Run) -> None:
+        assert run.reason is not None
+        await asyncio.to_thread(
+            self._store.runlog.add_run_event,
+            run.id,
+            kind="run_cancelled",
+            message=run.reason.value,
+            data={"reason": run.reason.value},
+            now=self._clock.now(),
+        )
+        log.info(
+            "retry_cancelled",
+            run_id=run.id,
+            agent_id=run.agent_id,
+            task_id=run.task_id,
+            reason=run.reason.value,
+        )
+        await self._publish(RunEnded(run=run))
+
+    async def recovery_sweep(self) -> int:
+        """Re-dispatch assigned Office tasks whose ``task_assigned`` wake was lost.
+
+        Nothing is scanned while no workspace has adopted Office (has an agent). Each
+        dispatch goes through intake and is logged as activity ``recovery_dispatch``; every
+        workspace that had candidates gets one ``recovery_sweep_complete`` entry with its
+        ``dispatched_count``. Agents over budget will be skipped here once budgets exist.
+
+        Returns:
+            How many tasks were dispatched.
+        """
+        if self._enqueue is None:
+            return 0
+        queue = self._store.queue
+        if not await asyncio.to_thread(queue.office_adopted):
+            return 0
+        now = self._clock.now()
+        candidates = await asyncio.to_thread(
+            queue.recovery_candidates,
+            now=now,
+            limit=self._settings.recovery_batch_size,
+            max_redispatches=self._settings.recovery_max_redispatches,
+        )
+        considered = Counter(candidate.workspace_id for candidate in candidates)
+        dispatched: Counter[str] = Counter()
+        for candidate in candidates:
+            if await self._dispatch(candidate, self._enqueue):
+                dispatched[candidate.workspace_id] += 1
+        for workspace_id, count in considered.items():
+            await asyncio.to_thread(
+                self._store.runlog.add_activity,
+                workspace_id=workspace_id,
+                kind="recovery_sweep_complete",
+                message=f"recovery sweep dispatched {dispatched[workspace_id]} task(s)",
+                now=self._clock.now(),
+                data={"dispatched_count": dispatched[workspace_id], "candidates": count},
+            )
+        total = sum(dispatched.values())
+        log.info("recovery_sweep_complete", dispatched_count=total, candidates=len(candidates))
+        return total
+
+    async def _dispatch(self, candidate: RecoveryCandidate, enqueue: Enqueue) -> bool:
+        key = recovery_key(candidate)
+        try:
+            result = await enqueue(
+                WakeRequest(
+                    workspace_id=candidate.workspace_id,
+                    agent_id=candidate.agent_id,
+                    source=WakeSource.TASK_ASSIGNED,
+                    payload={"task_id": candidate.task_id, "recovery": True},
+                    task_id=candidate.task_id,
+                    idempotency_key=key,
+                )
+            )
+        except OfficeError:
+            log.exception("recovery_dispatch_failed", task_id=candidate.task_id, key=key)
+            return False
+        if result.outcome is IntakeOutcome.DEDUPLICATED:
+            return False
+        await asyncio.to_thread(
+            self._store.runlog.add_activity,
+            workspace_id=candidate.workspace_id,
+            kind="recovery_dispatch",
+            message=(
+                f"task {candidate.task_id} re-dispatched to its assignee "
+                + (
+                    "(its earlier runs failed or were cancelled)"
+                    if candidate.assigned_key_used
+                    else "(its task_assigned wake was lost)"
+                )
+            ),
+            now=self._clock.now(),
+            agent_id=candidate.agent_id,
+            task_id=candidate.task_id,
+            run_id=result.run.id if result.run else None,
+            data={"idempotency_key": key, "wakeup_id": result.request.id},
+        )
+        log.info(
+            "recovery_dispatch",
+            task_id=candidate.task_id,
+            agent_id=candidate.agent_id,
+            idempotency_key=key,
+        )
+        return True
 
     def start(self) -> asyncio.Task[None]:
         """Start the loop (idempotent); returns its task."""
         if self._task is None:
+            self._stopping.clear()
             self._task = asyncio.create_task(self._loop(), name="maintenance-loop")
         return self._task
 
     async def stop(self) -> None:
-        """Cancel the loop and wait for it to end."""
+        """Stop the loop and wait until it has ended (idempotent).
+
+        A pass in progress completes first: cancelling it would leave its database call
+        running in a worker thread after the database is disposed.
+        """
         if self._task is not None:
-            self._task.cancel()
+            self._stopping.set()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
 
+    async def _pause_s(self) -> float:
+        pause = self._settings.maintenance_interval.total_seconds()
+        due = await asyncio.to_thread(self._store.queue.next_retry_at)
+        if due is not None:
+            until_due = (due - self._clock.now()).total_seconds()
+            pause = min(pause, max(until_due, MIN_PAUSE_S))
+        return pause
+
     async def _loop(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             await self.tick()
-            await asyncio.sleep(self._settings.maintenance_interval.total_seconds())
+            pause = await self._pause_s()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), pause)

@@ -37,14 +37,18 @@ _WORKFLOW_NAMES = {
     WorkflowKind.ROUTINE: "Routines",
 }
 _PROJECT_CHANGES = frozenset({"description", "directory", "executor", "repos"})
+#: Bounds of ``recovery_lookback_hours``; values outside are clamped on write.
+MIN_LOOKBACK_HOURS = 1
+MAX_LOOKBACK_HOURS = 720
 
 
 def _settings_values(settings: WorkspaceSettings) -> dict[str, Any]:
     if settings.coalesce_window.total_seconds() < 0:
         raise InvalidInputError("coalesce window must not be negative", field="coalesce_window_s")
-    if not 1 <= settings.recovery_lookback_hours <= 720:
+    lookback = settings.recovery_lookback_hours
+    if isinstance(lookback, bool) or not isinstance(lookback, int):
         raise InvalidInputError(
-            "recovery lookback must be 1..720 hours", field="recovery_lookback_hours"
+            "recovery lookback must be a whole number of hours", field="recovery_lookback_hours"
         )
     executors = {}
     for name, config in settings.executors.items():
@@ -53,7 +57,8 @@ def _settings_values(settings: WorkspaceSettings) -> dict[str, Any]:
         executors[name] = data
     return {
         "coalesce_window_s": settings.coalesce_window.total_seconds(),
-        "recovery_lookback_hours": settings.recovery_lookback_hours,
+        # Clamped on write to 1..720 hours (specification "Recovery sweep").
+        "recovery_lookback_hours": min(max(lookback, MIN_LOOKBACK_HOURS), MAX_LOOKBACK_HOURS),
         "default_executor": settings.default_executor,
         "executors": executors,
     }

@@ -28,6 +28,8 @@ from office_scheduler.domain.status import (
 )
 from office_scheduler.store.engine import Database
 from office_scheduler.store.queue_common import get_run, insert, lock_agent
+from office_scheduler.store.recovery import RecoveryQueries
+from office_scheduler.store.retries import RetryTransitions
 from office_scheduler.store.rows import context_to_json, run_from_row, wakeup_from_row
 from office_scheduler.store.run_transitions import RunTransitions
 from office_scheduler.store.schema import agents, runs, wakeup_requests
@@ -70,8 +72,8 @@ def _in_flight(conn: Connection, request: WakeRequest) -> Run | None:
     return None
 
 
-class QueueStore(RunTransitions):
-    """Wakeup requests and runs: intake, claim, lookups, and the run transitions."""
+class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
+    """Wakeup requests and runs: intake, claim, lookups, transitions, retries, recovery."""
 
     def __init__(self, db: Database) -> None:
         self._db = db

@@ -13,10 +13,12 @@ from office_scheduler.domain.models import ContextEntry, Run
 from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunReason, RunStatus
 from office_scheduler.store.engine import Database
 from office_scheduler.store.queue_common import (
+    claim_fence,
     get_run,
     insert,
     lock_agent,
     release_checkouts,
+    stamp_cooldown,
 )
 from office_scheduler.store.rows import context_to_json, run_from_row
 from office_scheduler.store.schema import agents, runs, tasks, wakeup_requests
@@ -79,6 +81,7 @@ class RunTransitions:
         exit_code: int | None = None,
         node_id: str | None = None,
         seen_version: int | None = None,
+        claimed_at: datetime | None = None,
     ) -> Run | None:
         """End a claimed or running run with a terminal ``status`` and its ``reason``.
 
@@ -99,12 +102,15 @@ class RunTransitions:
             exit_code: the agent process's exit code.
             node_id: when given, the run is ended only if this node still holds its claim.
             seen_version: the context version the pipeline's decision was based on.
+            claimed_at: when given, the run is ended only if it is still the same claim (a
+                run requeued after a lost lease and claimed again has a new ``claimed_at``,
+                so the late result of the first attempt is rejected).
 
         Returns:
             The ended run, or ``None`` when it was no longer claimed or running (by us).
         """
         assert status.is_terminal
-        holder = [] if node_id is None else [runs.c.claimed_by == node_id]
+        holder = claim_fence(node_id, claimed_at)
         with self._db.write() as conn:
             current = get_run(conn, run_id)
             lock_agent(conn, current.agent_id)
@@ -138,17 +144,7 @@ class RunTransitions:
             ):
                 self._hand_over(conn, run, run.context[seen_version:], now)
             if run.started_at is not None:
-                cooldown_s = conn.execute(
-                    sa.select(agents.c.cooldown_s).where(agents.c.id == run.agent_id)
-                ).scalar_one()
-                conn.execute(
-                    sa.update(agents)
-                    .where(agents.c.id == run.agent_id)
-                    .values(
-                        last_wakeup_finished_at=now,
-                        cooldown_until=now + timedelta(seconds=cooldown_s),
-                    )
-                )
+                stamp_cooldown(conn, run.agent_id, now)
             return run
 
     def _hand_over(
@@ -238,7 +234,7 @@ class RunTransitions:
         with self._db.write() as conn:
             run_ids = [int(r) for r in conn.execute(query).scalars()]
             if run_ids:
-                self._requeue(conn, run_ids, reason=RunReason.LEASE_EXPIRED, now=now)
+                self._requeue(conn, run_ids, reason=RunReason.INTERRUPTED, now=now)
             return run_ids
 
     def checkout_task(self, task_id: str, *, agent_id: str, run_id: int, now: datetime) -> bool:
