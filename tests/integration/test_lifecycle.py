@@ -194,3 +194,40 @@ async def test_no_database_access_after_close(tmp_path: Path, busy: bool) -> Non
     disposed = True
     await asyncio.sleep(0.2)  # anything left running would query now
     assert after_dispose == []
+
+
+async def test_stop_gives_sessions_the_grace_then_requeues_them(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/office.db"
+    store = Store.open(url)
+    migrate.upgrade(store.db)
+    executor = HangingExecutor()
+    settings = Settings(home=tmp_path, shutdown_grace=timedelta(milliseconds=300))
+    service = Service(settings, executors={"command": executor}, store=store)
+    now = service.clock.now()
+    space = store.office.create_workspace(
+        name="w",
+        settings=WorkspaceSettings(
+            default_executor="fake", executors={"fake": ExecutorConfig(name="fake", argv=("a",))}
+        ),
+        now=now,
+    )
+    agent = store.office.create_agent(
+        workspace_id=space.id, name="a", role=AgentRole.WORKER, now=now
+    )
+    await service.start()
+    result = await service.wake(agent.id)
+    assert result.run is not None
+    await asyncio.wait_for(executor.started.wait(), 10)
+    assert store.queue.get_run(result.run.id).status is RunStatus.RUNNING
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await service.stop()
+    waited = loop.time() - began
+    run = store.queue.get_run(result.run.id)
+    await service.close()
+    assert waited >= 0.3  # the session had its grace period
+    assert (run.status, run.reason, run.retry_count) == (
+        RunStatus.QUEUED,
+        RunReason.INTERRUPTED,
+        0,
+    )
