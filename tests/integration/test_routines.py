@@ -29,6 +29,7 @@ from office_scheduler.routines.firing import tick_run
 from office_scheduler.service import Service
 from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
+from office_scheduler.store.routines import NewRoutineRun
 from office_scheduler.testing import ScriptedExecutor
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -453,8 +454,14 @@ async def test_two_cron_loops_fire_each_tick_exactly_once(
 
 @pytest.mark.parametrize(
     "body",
-    [b'{"x": "a\\u0000b"}', b'{"x": NaN}', b'{"x": 1e999}', b'{"a\\u0000": 1}'],
-    ids=["nul-value", "nan", "overflow", "nul-key"],
+    [
+        b'{"x": "a\\u0000b"}',
+        b'{"x": NaN}',
+        b'{"x": 1e999}',
+        b'{"a\\u0000": 1}',
+        b'{"x": "\\ud800"}',
+    ],
+    ids=["nul-value", "nan", "overflow", "nul-key", "lone-surrogate"],
 )
 async def test_webhook_values_no_database_can_store_are_rejected(
     office: Office, body: bytes
@@ -480,3 +487,40 @@ async def test_redelivery_with_a_seen_key_is_answered_after_the_routine_is_pause
     assert (again.id, created) == (first.id, False)
     with pytest.raises(ConflictError):
         await office.service.routines.fire_webhook(public_id, {"idempotency-key": "d-2"}, b"{}")
+
+
+async def test_concurrent_dispatch_of_one_received_heavy_run_creates_one_task(
+    office: Office, db_url: str, db_schema: str | None
+) -> None:
+    routine = await _routine(office, task_template={"title": "T"})
+    run, _ = office.store.routines.insert_run(
+        NewRoutineRun(
+            routine_id=routine.id,
+            trigger_id=None,
+            source=RoutineRunSource.MANUAL,
+            variables={},
+            scheduled_for=None,
+            key_prefix=f"routine:{routine.id}:manual:",
+        ),
+        now=office.clock.now(),
+    )
+    other_store = Store.open(db_url, schema=db_schema)
+    other = Service(
+        office.service.settings,
+        clock=office.clock,
+        executors={"command": ScriptedExecutor()},
+        store=other_store,
+    )
+    try:
+        results = await asyncio.gather(
+            office.service.routines.dispatch(run),
+            other.routines.dispatch(run),
+            return_exceptions=True,
+        )
+    finally:
+        await other.stop()
+        other_store.close()
+    assert all(not isinstance(r, BaseException) or isinstance(r, ConflictError) for r in results)
+    tasks = office.store.office.list_tasks(office.workspace.id, limit=500).items
+    assert [task.title for task in tasks] == ["T"]
+    assert office.store.routines.get_run(run.id).linked_task_id == tasks[0].id

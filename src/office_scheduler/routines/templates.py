@@ -44,15 +44,20 @@ def check_json(value: object, *, field: str, depth: int = 0) -> None:
     """Check that ``value`` can be stored as JSON on every database.
 
     Raises:
-        InvalidInputError: a non-finite number, a NUL character in a string or key, or
-            nesting deeper than 64 levels (``field`` names the input).
+        InvalidInputError: a non-finite number, a NUL character or lone surrogate in a
+            string or key, or nesting deeper than 64 levels (``field`` names the input).
     """
     if depth > 64:
         raise InvalidInputError(f"{field} is nested too deeply", field=field)
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidInputError(f"{field} contains a non-finite number", field=field)
-    if isinstance(value, str) and "\x00" in value:
-        raise InvalidInputError(f"{field} contains a NUL character", field=field)
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidInputError(f"{field} contains a NUL character", field=field)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInputError(f"{field} contains a lone surrogate", field=field) from None
     if isinstance(value, dict):
         for key, item in value.items():
             check_json(key, field=field, depth=depth + 1)

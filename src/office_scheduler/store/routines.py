@@ -546,8 +546,8 @@ class RoutineStore:
         PostgreSQL, so concurrent fires of one routine are gated one at a time.
         """
         with self._db.write() as conn:
-            current = _run_in(conn, run_id)
-            _routine_row(conn, current.routine_id, lock=True)
+            _routine_row(conn, _run_in(conn, run_id).routine_id, lock=True)
+            current = _run_in(conn, run_id)  # read again under the lock
             if current.status is not RoutineRunStatus.RECEIVED:
                 return GateResult(run=None)
             active = (
@@ -571,7 +571,16 @@ class RoutineStore:
                     "status": RoutineRunStatus.TASK_CREATED.value,
                     "linked_task_id": created.id,
                 }
-            conn.execute(sa.update(routine_runs).where(routine_runs.c.id == run_id).values(values))
+            settled = conn.execute(
+                sa.update(routine_runs)
+                .where(
+                    routine_runs.c.id == run_id,
+                    routine_runs.c.status == RoutineRunStatus.RECEIVED.value,
+                )
+                .values(values)
+            ).rowcount
+            if settled != 1:
+                raise ConflictError("routine run was dispatched concurrently")  # rolls back
             return GateResult(run=_run_in(conn, run_id), active=active, task=created)
 
     def settle(
