@@ -8,10 +8,9 @@ same clear message whichever way a routine is created. Unknown fields are still 
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from office_scheduler.api.schemas import MAX_ITEMS, InputModel
 
@@ -105,15 +104,6 @@ class FireIn(InputModel):
     """``POST /api/v1/routines/{id}/fire``: values of the routine's variables."""
 
     variables: dict[str, Any] | None = None
-
-    @field_validator("variables")
-    @classmethod
-    def _finite(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        try:
-            json.dumps(value, allow_nan=False)
-        except ValueError:
-            raise ValueError("values must not be NaN or Infinity") from None
-        return value
 
 
 class TriggerCreate(InputModel):
