@@ -14,8 +14,9 @@ from office_scheduler.cron import parse_schedule
 from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.domain.routines import RoutineTrigger, SigningMode, TriggerKind
 from office_scheduler.routines import webhooks
-from office_scheduler.routines.validation import TRIGGER_FIELDS, enabled, signing_mode, trigger_kind
+from office_scheduler.routines.validation import TRIGGER_FIELDS
 from office_scheduler.store.facade import Store
+from office_scheduler.store.validation import enum_value, flag
 
 log = structlog.get_logger(__name__)
 
@@ -63,10 +64,10 @@ class TriggerOps:
         if unknown:
             name = sorted(unknown)[0]
             raise InvalidInputError(f"unknown trigger field {name!r}", field=name)
-        kind = trigger_kind(fields.get("kind"))
+        kind = enum_value(TriggerKind, fields.get("kind"), field="kind")
         values: dict[str, Any] = {
             "kind": kind.value,
-            "enabled": enabled(fields.get("enabled", True)),
+            "enabled": flag(fields.get("enabled", True), field="enabled"),
         }
         secret: str | None = None
         if kind is TriggerKind.SCHEDULE:
@@ -74,7 +75,11 @@ class TriggerOps:
                 fields.get("cron_expression"), fields.get("timezone", ""), self._clock.now()
             )
         elif kind is TriggerKind.WEBHOOK:
-            mode = signing_mode(fields.get("signing_mode", SigningMode.HMAC_SHA256.value))
+            mode = enum_value(
+                SigningMode,
+                fields.get("signing_mode", SigningMode.HMAC_SHA256.value),
+                field="signing_mode",
+            )
             secret = None if mode is SigningMode.NONE else webhooks.new_secret()
             values |= {
                 "public_id": webhooks.new_public_id(),
@@ -110,7 +115,7 @@ class TriggerOps:
             raise InvalidInputError(f"trigger field {name!r} cannot be changed", field=name)
         values: dict[str, Any] = {}
         if "enabled" in changes:
-            values["enabled"] = enabled(changes["enabled"])
+            values["enabled"] = flag(changes["enabled"], field="enabled")
         if trigger.kind is TriggerKind.SCHEDULE:
             values |= _schedule_values(
                 changes.get("cron_expression", trigger.cron_expression),

@@ -6,8 +6,7 @@ Every error is an :class:`InvalidInputError` whose ``field`` names the offending
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
 from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.domain.routines import (
@@ -15,14 +14,11 @@ from office_scheduler.domain.routines import (
     ConcurrencyPolicy,
     RoutineStatus,
     RoutineVariable,
-    SigningMode,
     TaskTemplate,
-    TriggerKind,
 )
 from office_scheduler.routines.templates import declare_variables
 from office_scheduler.store.routine_rows import template_to_json, variables_to_json
-
-E = TypeVar("E", bound=StrEnum)
+from office_scheduler.store.validation import enum_value
 
 MAX_CATCH_UP = 1000
 MAX_TITLE = 500
@@ -42,21 +38,6 @@ ROUTINE_FIELDS = frozenset(
     }
 )
 TRIGGER_FIELDS = frozenset({"kind", "enabled", "cron_expression", "timezone", "signing_mode"})
-
-
-def choice(kind: type[E], value: object, *, field: str) -> E:
-    """``value`` as a member of ``kind``.
-
-    Raises:
-        InvalidInputError: not one of the members' values (the message lists them).
-    """
-    allowed = ", ".join(member.value for member in kind)
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{field} must be one of: {allowed}", field=field)
-    try:
-        return kind(value)
-    except ValueError:
-        raise InvalidInputError(f"{field} must be one of: {allowed}", field=field) from None
 
 
 def text(value: object, *, field: str, limit: int, required: bool = True) -> str:
@@ -141,11 +122,11 @@ def routine_values(
         elif key == "assignee_agent_id":
             values[key] = None if value is None else text(value, field=key, limit=40)
         elif key == "status":
-            values[key] = choice(RoutineStatus, value, field=key).value
+            values[key] = enum_value(RoutineStatus, value, field=key).value
         elif key == "concurrency_policy":
-            values[key] = choice(ConcurrencyPolicy, value, field=key).value
+            values[key] = enum_value(ConcurrencyPolicy, value, field=key).value
         elif key == "catch_up_policy":
-            values[key] = choice(CatchUpPolicy, value, field=key).value
+            values[key] = enum_value(CatchUpPolicy, value, field=key).value
         elif key == "catch_up_max":
             values[key] = catch_up_max(value)
     if "task_template" in changes or "variables" in changes:
@@ -162,24 +143,3 @@ def routine_values(
         values["task_template"] = template_to_json(template)
         values["variables"] = variables_to_json(declare_variables(declared, template))
     return values
-
-
-def trigger_kind(value: object) -> TriggerKind:
-    """The trigger kind (``schedule``, ``webhook``, ``manual``)."""
-    return choice(TriggerKind, value, field="kind")
-
-
-def signing_mode(value: object) -> SigningMode:
-    """The webhook signing mode (``none``, ``bearer``, ``hmac_sha256``)."""
-    return choice(SigningMode, value, field="signing_mode")
-
-
-def enabled(value: object) -> bool:
-    """A boolean ``enabled`` flag.
-
-    Raises:
-        InvalidInputError: not a boolean.
-    """
-    if not isinstance(value, bool):
-        raise InvalidInputError("enabled must be a boolean", field="enabled")
-    return value

@@ -15,14 +15,16 @@ def enum_value(kind: type[E], value: object, *, field: str) -> E:
     """Convert ``value`` to the StrEnum ``kind``.
 
     Raises:
-        InvalidInputError: ``value`` is not one of the enum's values (``field`` names it).
+        InvalidInputError: ``value`` is not one of the enum's values (``field`` names it;
+            the message lists the allowed values).
     """
     if isinstance(value, str):
         try:
             return kind(value)
         except ValueError:
             pass
-    raise InvalidInputError(f"unknown {field} {value!r}", field=field)
+    allowed = ", ".join(member.value for member in kind)
+    raise InvalidInputError(f"unknown {field} {value!r} (one of: {allowed})", field=field)
 
 
 def clean_text(value: object, *, field: str, required: bool = True) -> str:
