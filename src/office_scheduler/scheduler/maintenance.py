@@ -10,7 +10,6 @@ workspace has adopted Office, the recovery sweep re-dispatches assigned Office t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -24,6 +23,7 @@ from office_scheduler.domain.models import Run, WakeRequest
 from office_scheduler.domain.status import IntakeOutcome, WakeSource
 from office_scheduler.pipeline.context import Enqueue
 from office_scheduler.pipeline.retries import stale_retry_reason
+from office_scheduler.scheduler.loop import OwnedLoop
 from office_scheduler.store.facade import Store
 from office_scheduler.store.recovery import RECOVERY_KEY_MARKER, RecoveryCandidate, assigned_key
 
@@ -57,7 +57,7 @@ def recovery_key(candidate: RecoveryCandidate) -> str:
     return f"{key}{RECOVERY_KEY_MARKER}{candidate.redispatches + 1}"
 
 
-class MaintenanceLoop:
+class MaintenanceLoop(OwnedLoop):
     """Runs :meth:`tick` every ``settings.maintenance_interval`` (sooner for a due retry).
 
     Args:
@@ -85,9 +85,8 @@ class MaintenanceLoop:
         self._settings = settings
         self._enqueue = enqueue
         self._publish = publish
-        self._poke = poke
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = asyncio.Event()
+        self._poke_runs = poke
+        super().__init__(name="maintenance-loop")
 
     async def tick(self) -> list[int]:
         """One maintenance pass; returns the ids of runs whose expired lease was recovered."""
@@ -106,7 +105,7 @@ class MaintenanceLoop:
         )
         if recovered:
             log.warning("stale_claims_recovered", run_ids=recovered)
-            self._poke()
+            self._poke_runs()
         return recovered
 
     async def reap_leaked_checkouts(self) -> list[str]:
@@ -151,7 +150,7 @@ class MaintenanceLoop:
             )
         if promoted:
             log.info("retries_promoted", run_ids=promoted)
-            self._poke()
+            self._poke_runs()
         return promoted
 
     async def _retry_cancelled(self, run: Run) -> None:
@@ -258,36 +257,12 @@ class MaintenanceLoop:
         )
         return True
 
-    def start(self) -> asyncio.Task[None]:
-        """Start the loop (idempotent); returns its task."""
-        if self._task is None:
-            self._stopping.clear()
-            self._task = asyncio.create_task(self._loop(), name="maintenance-loop")
-        return self._task
-
-    async def stop(self) -> None:
-        """Stop the loop and wait until it has ended (idempotent).
-
-        A pass in progress completes first: cancelling it would leave its database call
-        running in a worker thread after the database is disposed.
-        """
-        if self._task is not None:
-            self._stopping.set()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _pause_s(self) -> float:
+    async def run_pass(self) -> float:
+        """One :meth:`tick`; rest ``maintenance_interval``, or until the next retry is due."""
+        await self.tick()
         pause = self._settings.maintenance_interval.total_seconds()
         due = await asyncio.to_thread(self._store.queue.next_retry_at)
         if due is not None:
             until_due = (due - self._clock.now()).total_seconds()
             pause = min(pause, max(until_due, MIN_PAUSE_S))
         return pause
-
-    async def _loop(self) -> None:
-        while not self._stopping.is_set():
-            await self.tick()
-            pause = await self._pause_s()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), pause)
