@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import structlog
@@ -44,29 +45,23 @@ def _unix_minute(instant: datetime) -> int:
 
 
 def tick_run(routine: Routine, trigger: RoutineTrigger, tick: datetime) -> NewRoutineRun:
-    """The routine run of one cron tick, with its built-ins taken from the tick."""
-    key = f"routine:{routine.id}:{trigger.id}:{_unix_minute(tick)}"
-    try:
-        values = resolve_variables(routine.variables, {}, builtin_values(tick, trigger.timezone))
-    except InvalidInputError as exc:
-        return NewRoutineRun(
-            routine_id=routine.id,
-            trigger_id=trigger.id,
-            source=RoutineRunSource.CRON,
-            variables=builtin_values(tick, trigger.timezone),
-            scheduled_for=tick,
-            idempotency_key=key,
-            status=RoutineRunStatus.FAILED,
-            status_reason=exc.message,
-        )
-    return NewRoutineRun(
+    """The routine run of one cron tick, with its built-ins taken from the tick.
+
+    A required variable without a default makes the run ``failed`` from the start.
+    """
+    builtins = builtin_values(tick, trigger.timezone)
+    run = NewRoutineRun(
         routine_id=routine.id,
         trigger_id=trigger.id,
         source=RoutineRunSource.CRON,
-        variables=values,
+        variables=builtins,
         scheduled_for=tick,
-        idempotency_key=key,
+        idempotency_key=f"routine:{routine.id}:{trigger.id}:{_unix_minute(tick)}",
     )
+    try:
+        return replace(run, variables=resolve_variables(routine.variables, {}, builtins))
+    except InvalidInputError as exc:
+        return replace(run, status=RoutineRunStatus.FAILED, status_reason=exc.message)
 
 
 def _runs_of(routine: Routine, trigger: RoutineTrigger, plan: TickPlan) -> list[NewRoutineRun]:
@@ -75,18 +70,7 @@ def _runs_of(routine: Routine, trigger: RoutineTrigger, plan: TickPlan) -> list[
     if summary is None:
         return runs
     if routine.catch_up_policy is CatchUpPolicy.ENQUEUE_MISSED_WITH_CAP and runs:
-        first = runs[0]
-        runs[0] = NewRoutineRun(
-            routine_id=first.routine_id,
-            trigger_id=first.trigger_id,
-            source=first.source,
-            variables=first.variables,
-            scheduled_for=first.scheduled_for,
-            idempotency_key=first.idempotency_key,
-            missed=summary,
-            status=first.status,
-            status_reason=first.status_reason,
-        )
+        runs[0] = replace(runs[0], missed=summary)
         return runs
     assert plan.missed_since is not None  # set whenever a summary exists
     skipped = NewRoutineRun(

@@ -21,6 +21,7 @@ from office_scheduler.domain.errors import ConflictError, InvalidInputError, Not
 from office_scheduler.domain.events import Event, TaskCreated
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.routines import (
+    CatchUpPolicy,
     ConcurrencyPolicy,
     Routine,
     RoutineRun,
@@ -54,7 +55,7 @@ _ROUTINE_DEFAULTS: dict[str, object] = {
     "assignee_agent_id": None,
     "status": RoutineStatus.ACTIVE.value,
     "concurrency_policy": ConcurrencyPolicy.COALESCE_IF_ACTIVE.value,
-    "catch_up_policy": "enqueue_missed_with_cap",
+    "catch_up_policy": CatchUpPolicy.ENQUEUE_MISSED_WITH_CAP.value,
     "catch_up_max": 25,
     "task_template": None,
     "variables": [],
