@@ -29,7 +29,7 @@ from office_scheduler.routines.firing import tick_run
 from office_scheduler.service import Service
 from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
-from office_scheduler.store.routines import NewRoutineRun
+from office_scheduler.store.routine_runs import NewRoutineRun
 from office_scheduler.testing import ScriptedExecutor
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -30,7 +30,7 @@ from office_scheduler.domain.routines import (
 from office_scheduler.routines.templates import builtin_values, resolve_variables
 from office_scheduler.routines.ticks import TickPlan, plan_ticks
 from office_scheduler.store.facade import Store
-from office_scheduler.store.routines import NewRoutineRun
+from office_scheduler.store.routine_runs import NewRoutineRun
 
 log = structlog.get_logger(__name__)
 

@@ -43,7 +43,7 @@ from office_scheduler.routines.triggers import TriggerOps
 from office_scheduler.routines.validation import routine_values
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
-from office_scheduler.store.routines import NewRoutineRun
+from office_scheduler.store.routine_runs import NewRoutineRun
 
 log = structlog.get_logger(__name__)
 

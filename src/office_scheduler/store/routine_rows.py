@@ -1,10 +1,14 @@
-"""Row ↔ record mapping of routines, triggers and routine runs."""
+"""Row ↔ record mapping of routines, triggers and routine runs, and their row lookups."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.routines import (
     CatchUpPolicy,
     ConcurrencyPolicy,
@@ -21,6 +25,8 @@ from office_scheduler.domain.routines import (
     VariableType,
 )
 from office_scheduler.store.rows import Row
+from office_scheduler.store.schema import routine_triggers, routines
+from office_scheduler.store.sql import first_row
 
 
 def variables_to_json(variables: Sequence[RoutineVariable]) -> list[dict[str, Any]]:
@@ -115,3 +121,30 @@ def routine_run_from_row(row: Row) -> RoutineRun:
         created_at=row["created_at"],
         completed_at=row["completed_at"],
     )
+
+
+def routine_row(conn: Connection, routine_id: str, *, lock: bool = False) -> dict[str, Any]:
+    """The routine's row (locked ``FOR UPDATE`` on PostgreSQL with ``lock``).
+
+    Raises:
+        NotFoundError: no such routine (field ``routine_id``).
+    """
+    query = sa.select(routines).where(routines.c.id == routine_id)
+    if lock and conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = first_row(conn, query)
+    if row is None:
+        raise NotFoundError(f"routine {routine_id} not found", field="routine_id")
+    return dict(row)
+
+
+def trigger_row(conn: Connection, trigger_id: str) -> dict[str, Any]:
+    """The trigger's row (with its secret).
+
+    Raises:
+        NotFoundError: no such trigger (field ``trigger_id``).
+    """
+    row = first_row(conn, sa.select(routine_triggers).where(routine_triggers.c.id == trigger_id))
+    if row is None:
+        raise NotFoundError(f"trigger {trigger_id} not found", field="trigger_id")
+    return dict(row)

@@ -1,208 +1,45 @@
-"""Routines, triggers and routine runs: one transaction per method.
+"""Routines and their triggers: one transaction per method.
 
-Values arrive validated by the routine service; this module owns atomicity: the trigger
-compare-and-set that claims cron ticks, idempotent routine-run inserts, and the policy gate
-that decides and settles a routine run in one transaction.
+Values arrive validated by the routine service. Routine runs are in
+:mod:`office_scheduler.store.routine_runs`; :class:`RoutineStore` offers both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from office_scheduler.domain.errors import ConflictError, NotFoundError
-from office_scheduler.domain.models import Task
 from office_scheduler.domain.routines import (
     HEARTBEAT_CRON,
     HEARTBEAT_DESCRIPTION,
     HEARTBEAT_NAME,
     HEARTBEAT_TIMEZONE,
-    LINKED_ROUTINE_RUN_STATUSES,
     CatchUpPolicy,
     ConcurrencyPolicy,
     Routine,
-    RoutineRun,
-    RoutineRunSource,
-    RoutineRunStatus,
     RoutineStatus,
     RoutineTrigger,
     TriggerKind,
 )
-from office_scheduler.domain.status import TERMINAL_RUN_STATUSES, TERMINAL_TASK_STATES, TaskState
 from office_scheduler.store.engine import Database
 from office_scheduler.store.ids import new_id
-from office_scheduler.store.office_common import get_task_in, workspace_row
+from office_scheduler.store.office_common import workspace_row
 from office_scheduler.store.routine_rows import (
     routine_from_row,
-    routine_run_from_row,
+    routine_row,
     trigger_from_row,
+    trigger_row,
 )
-from office_scheduler.store.schema import routine_runs, routine_triggers, routines, runs, tasks
+from office_scheduler.store.routine_runs import RoutineRunMethods
+from office_scheduler.store.schema import routine_runs, routine_triggers, routines
 from office_scheduler.store.sql import all_rows, first_row
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class NewRoutineRun:
-    """A routine run to insert.
-
-    ``idempotency_key`` ``None`` gives the run the key ``key_prefix + str(id)`` (manual fires
-    and unkeyed webhook deliveries stay distinct, as the specification asks).
-    """
-
-    routine_id: str
-    trigger_id: str | None
-    source: RoutineRunSource
-    variables: Mapping[str, Any]
-    scheduled_for: datetime | None
-    idempotency_key: str | None = None
-    key_prefix: str = ""
-    missed: Mapping[str, Any] | None = None
-    delivery_signature: str | None = None
-    status: RoutineRunStatus = RoutineRunStatus.RECEIVED
-    status_reason: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class GateResult:
-    """Outcome of :meth:`RoutineStore.gate`.
-
-    ``run`` is the routine run after the gate (``None`` when another process settled it
-    first); ``active`` the instance it met; ``task`` the task a heavy run created.
-    """
-
-    run: RoutineRun | None
-    active: RoutineRun | None = None
-    task: Task | None = None
-
-    @property
-    def proceed(self) -> bool:
-        """True when a lightweight run should now be dispatched to intake."""
-        return (
-            self.run is not None and self.run.status is RoutineRunStatus.RECEIVED and not self.task
-        )
-
-
-def _routine_row(conn: Connection, routine_id: str, *, lock: bool = False) -> dict[str, Any]:
-    query = sa.select(routines).where(routines.c.id == routine_id)
-    if lock and conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    row = first_row(conn, query)
-    if row is None:
-        raise NotFoundError(f"routine {routine_id} not found", field="routine_id")
-    return dict(row)
-
-
-def _trigger_row(conn: Connection, trigger_id: str) -> dict[str, Any]:
-    row = first_row(conn, sa.select(routine_triggers).where(routine_triggers.c.id == trigger_id))
-    if row is None:
-        raise NotFoundError(f"trigger {trigger_id} not found", field="trigger_id")
-    return dict(row)
-
-
-def _run_in(conn: Connection, run_id: int) -> RoutineRun:
-    row = first_row(conn, sa.select(routine_runs).where(routine_runs.c.id == run_id))
-    if row is None:
-        raise NotFoundError(f"routine run {run_id} not found", field="routine_run_id")
-    return routine_run_from_row(row)
-
-
-def _active_clause() -> sa.ColumnElement[bool]:
-    """A linked task that is live (exists, not archived, not terminal) or a live run."""
-    terminal_tasks = [state.value for state in TERMINAL_TASK_STATES]
-    terminal_runs = [status.value for status in TERMINAL_RUN_STATUSES]
-    return sa.or_(
-        sa.and_(
-            routine_runs.c.linked_task_id.is_not(None),
-            tasks.c.id.is_not(None),
-            tasks.c.archived_at.is_(None),
-            tasks.c.state.not_in(terminal_tasks),
-        ),
-        sa.and_(
-            routine_runs.c.linked_task_id.is_(None),
-            runs.c.id.is_not(None),
-            runs.c.status.not_in(terminal_runs),
-        ),
-    )
-
-
-def _find_active(
-    conn: Connection, routine_id: str, fingerprint: str, *, other_than: int
-) -> RoutineRun | None:
-    query = (
-        sa.select(routine_runs)
-        .select_from(
-            routine_runs.outerjoin(tasks, tasks.c.id == routine_runs.c.linked_task_id).outerjoin(
-                runs, runs.c.id == routine_runs.c.linked_run_id
-            )
-        )
-        .where(
-            routine_runs.c.routine_id == routine_id,
-            routine_runs.c.dispatch_fingerprint == fingerprint,
-            routine_runs.c.status.in_([status.value for status in LINKED_ROUTINE_RUN_STATUSES]),
-            routine_runs.c.id != other_than,
-            _active_clause(),
-        )
-        .order_by(routine_runs.c.id.desc())
-        .limit(1)
-    )
-    row = first_row(conn, query)
-    return routine_run_from_row(row) if row else None
-
-
-def _insert_run(conn: Connection, new: NewRoutineRun, now: datetime) -> RoutineRun:
-    terminal = new.status is not RoutineRunStatus.RECEIVED
-    run_id = conn.execute(
-        sa.insert(routine_runs)
-        .values(
-            routine_id=new.routine_id,
-            trigger_id=new.trigger_id,
-            source=new.source.value,
-            status=new.status.value,
-            status_reason=new.status_reason,
-            trigger_payload={
-                "variables": dict(new.variables),
-                "missed": dict(new.missed) if new.missed else None,
-            },
-            scheduled_for=new.scheduled_for,
-            idempotency_key=new.idempotency_key,
-            delivery_signature=new.delivery_signature,
-            created_at=now,
-            completed_at=now if terminal else None,
-        )
-        .returning(routine_runs.c.id)
-    ).scalar_one()
-    if new.idempotency_key is None:
-        conn.execute(
-            sa.update(routine_runs)
-            .where(routine_runs.c.id == run_id)
-            .values(idempotency_key=f"{new.key_prefix}{run_id}")
-        )
-    return _run_in(conn, run_id)
-
-
-def _existing_by_key(conn: Connection, key: str | None) -> RoutineRun | None:
-    if key is None:
-        return None
-    row = first_row(conn, sa.select(routine_runs).where(routine_runs.c.idempotency_key == key))
-    return routine_run_from_row(row) if row else None
-
-
-def _replayed(conn: Connection, new: NewRoutineRun) -> bool:
-    if new.delivery_signature is None:
-        return False
-    query = sa.select(routine_runs.c.id).where(
-        routine_runs.c.trigger_id == new.trigger_id,
-        routine_runs.c.delivery_signature == new.delivery_signature,
-    )
-    return conn.execute(query).first() is not None
-
-
-class RoutineStore:
+class RoutineStore(RoutineRunMethods):
     """Routines, triggers and routine runs over one :class:`Database`."""
 
     def __init__(self, db: Database) -> None:
@@ -222,7 +59,7 @@ class RoutineStore:
             conn.execute(
                 sa.insert(routines).values(id=routine_id, created_at=now, updated_at=now, **values)
             )
-            return routine_from_row(_routine_row(conn, routine_id))
+            return routine_from_row(routine_row(conn, routine_id))
 
     def get_routine(self, routine_id: str) -> Routine:
         """The routine ``routine_id``.
@@ -231,7 +68,7 @@ class RoutineStore:
             NotFoundError: no such routine (field ``routine_id``).
         """
         with self._db.read() as conn:
-            return routine_from_row(_routine_row(conn, routine_id))
+            return routine_from_row(routine_row(conn, routine_id))
 
     def list_routines(
         self, workspace_id: str, *, assignee_agent_id: str | None = None
@@ -253,14 +90,14 @@ class RoutineStore:
             NotFoundError: no such routine.
         """
         with self._db.write() as conn:
-            _routine_row(conn, routine_id)
+            routine_row(conn, routine_id)
             if values:
                 conn.execute(
                     sa.update(routines)
                     .where(routines.c.id == routine_id)
                     .values(updated_at=now, **values)
                 )
-            return routine_from_row(_routine_row(conn, routine_id))
+            return routine_from_row(routine_row(conn, routine_id))
 
     def delete_routine(self, routine_id: str) -> None:
         """Delete a routine with its triggers and routine runs (tasks it created stay).
@@ -269,7 +106,7 @@ class RoutineStore:
             NotFoundError: no such routine.
         """
         with self._db.write() as conn:
-            _routine_row(conn, routine_id)
+            routine_row(conn, routine_id)
             conn.execute(sa.delete(routine_runs).where(routine_runs.c.routine_id == routine_id))
             conn.execute(
                 sa.delete(routine_triggers).where(routine_triggers.c.routine_id == routine_id)
@@ -288,13 +125,13 @@ class RoutineStore:
         """
         trigger_id = new_id()
         with self._db.write() as conn:
-            _routine_row(conn, routine_id)
+            routine_row(conn, routine_id)
             conn.execute(
                 sa.insert(routine_triggers).values(
                     id=trigger_id, routine_id=routine_id, created_at=now, **values
                 )
             )
-            return trigger_from_row(_trigger_row(conn, trigger_id))
+            return trigger_from_row(trigger_row(conn, trigger_id))
 
     def get_trigger(self, trigger_id: str) -> RoutineTrigger:
         """The trigger ``trigger_id``.
@@ -303,7 +140,7 @@ class RoutineStore:
             NotFoundError: no such trigger (field ``trigger_id``).
         """
         with self._db.read() as conn:
-            return trigger_from_row(_trigger_row(conn, trigger_id))
+            return trigger_from_row(trigger_row(conn, trigger_id))
 
     def webhook_trigger(self, public_id: str) -> tuple[RoutineTrigger, str | None] | None:
         """The webhook trigger with ``public_id`` and its secret, or ``None``."""
@@ -332,14 +169,14 @@ class RoutineStore:
             NotFoundError: no such trigger.
         """
         with self._db.write() as conn:
-            _trigger_row(conn, trigger_id)
+            trigger_row(conn, trigger_id)
             if values:
                 conn.execute(
                     sa.update(routine_triggers)
                     .where(routine_triggers.c.id == trigger_id)
                     .values(**values)
                 )
-            return trigger_from_row(_trigger_row(conn, trigger_id))
+            return trigger_from_row(trigger_row(conn, trigger_id))
 
     def delete_trigger(self, trigger_id: str) -> None:
         """Delete a trigger (its routine runs stay).
@@ -348,7 +185,7 @@ class RoutineStore:
             NotFoundError: no such trigger.
         """
         with self._db.write() as conn:
-            _trigger_row(conn, trigger_id)
+            trigger_row(conn, trigger_id)
             conn.execute(sa.delete(routine_triggers).where(routine_triggers.c.id == trigger_id))
 
     # -- cron -----------------------------------------------------------------------------
@@ -415,253 +252,6 @@ class RoutineStore:
                 .values(next_run_at=next_run_at)
             ).rowcount
         return bool(changed == 1)
-
-    def claim_ticks(
-        self,
-        trigger_id: str,
-        *,
-        expected_next_run_at: datetime,
-        next_run_at: datetime | None,
-        last_fired_at: datetime | None,
-        runs_to_insert: Sequence[NewRoutineRun],
-        now: datetime,
-    ) -> list[RoutineRun] | None:
-        """Claim a trigger's due ticks: compare-and-set ``next_run_at``, insert their runs.
-
-        The update matches only while ``next_run_at`` still equals ``expected_next_run_at``,
-        so of several cron loops (processes, nodes) exactly one claims each tick. The routine
-        runs are inserted ``received`` in the same transaction: a crash right after the claim
-        leaves them for :meth:`received_runs`, never loses them.
-
-        Returns:
-            The inserted routine runs (a tick whose key already exists is left out), or
-            ``None`` when another loop claimed the ticks first.
-        """
-        with self._db.write() as conn:
-            claimed = conn.execute(
-                sa.update(routine_triggers)
-                .where(
-                    routine_triggers.c.id == trigger_id,
-                    routine_triggers.c.next_run_at == expected_next_run_at,
-                )
-                .values(next_run_at=next_run_at, last_fired_at=last_fired_at)
-            ).rowcount
-            if claimed != 1:
-                return None
-            inserted = []
-            for new in runs_to_insert:
-                if _existing_by_key(conn, new.idempotency_key) is None:
-                    inserted.append(_insert_run(conn, new, now))
-            return inserted
-
-    # -- routine runs ---------------------------------------------------------------------
-
-    def insert_run(self, new: NewRoutineRun, *, now: datetime) -> tuple[RoutineRun, bool]:
-        """Insert a routine run unless its idempotency key exists.
-
-        Returns:
-            ``(run, True)`` for a new run; ``(existing, False)`` for a duplicate key.
-
-        Raises:
-            NotFoundError: no such routine.
-            ConflictError: a signed delivery whose signature was already used (a replay).
-        """
-        for _attempt in range(2):
-            try:
-                with self._db.write() as conn:
-                    _routine_row(conn, new.routine_id)
-                    existing = _existing_by_key(conn, new.idempotency_key)
-                    if existing is not None:
-                        return existing, False
-                    if _replayed(conn, new):
-                        raise ConflictError(
-                            "this signed request was already delivered (replay)",
-                            field="X-Signature-256",
-                        )
-                    return _insert_run(conn, new, now), True
-            except sa.exc.IntegrityError:
-                continue  # a concurrent insert won; the next attempt sees its row
-        raise ConflictError("concurrent delivery of the same request", field="Idempotency-Key")
-
-    def find_run_by_key(self, key: str) -> RoutineRun | None:
-        """The routine run with idempotency key ``key``, or ``None``."""
-        with self._db.read() as conn:
-            return _existing_by_key(conn, key)
-
-    def get_run(self, run_id: int) -> RoutineRun:
-        """The routine run ``run_id``.
-
-        Raises:
-            NotFoundError: no such routine run (field ``routine_run_id``).
-        """
-        with self._db.read() as conn:
-            return _run_in(conn, run_id)
-
-    def list_runs(self, routine_id: str, *, limit: int = 100) -> list[RoutineRun]:
-        """A routine's runs, newest first, at most ``limit``."""
-        query = (
-            sa.select(routine_runs)
-            .where(routine_runs.c.routine_id == routine_id)
-            .order_by(routine_runs.c.id.desc())
-            .limit(limit)
-        )
-        with self._db.read() as conn:
-            return [routine_run_from_row(row) for row in all_rows(conn, query)]
-
-    def received_runs(self, *, created_before: datetime, limit: int = 100) -> list[RoutineRun]:
-        """Routine runs still ``received`` that were created before ``created_before``.
-
-        These were claimed by a process that stopped before dispatching them.
-        """
-        query = (
-            sa.select(routine_runs)
-            .where(
-                routine_runs.c.status == RoutineRunStatus.RECEIVED.value,
-                routine_runs.c.created_at < created_before,
-            )
-            .order_by(routine_runs.c.id)
-            .limit(limit)
-        )
-        with self._db.read() as conn:
-            return [routine_run_from_row(row) for row in all_rows(conn, query)]
-
-    def gate(
-        self,
-        run_id: int,
-        *,
-        fingerprint: str,
-        enforce: bool,
-        coalesce: bool,
-        task: Mapping[str, Any] | None,
-        now: datetime,
-    ) -> GateResult:
-        """Apply the concurrency policy to a ``received`` routine run, in one transaction.
-
-        With ``enforce``, an active instance (same routine and fingerprint, linked task or run
-        not terminal; an archived or missing task is inactive) settles the run ``coalesced``
-        (``coalesce``) or ``skipped``. Otherwise a heavy run (``task`` given: ``workspace_id``,
-        ``title``, ``description``, ``assignee_agent_id``) creates its task on the routine
-        workflow and becomes ``task_created``; a lightweight one stays ``received`` for the
-        caller to dispatch (:attr:`GateResult.proceed`). The routine row is locked on
-        PostgreSQL, so concurrent fires of one routine are gated one at a time.
-        """
-        with self._db.write() as conn:
-            _routine_row(conn, _run_in(conn, run_id).routine_id, lock=True)
-            current = _run_in(conn, run_id)  # read again under the lock
-            if current.status is not RoutineRunStatus.RECEIVED:
-                return GateResult(run=None)
-            active = (
-                _find_active(conn, current.routine_id, fingerprint, other_than=run_id)
-                if enforce
-                else None
-            )
-            values: dict[str, Any] = {"dispatch_fingerprint": fingerprint}
-            created: Task | None = None
-            if active is not None:
-                status = RoutineRunStatus.COALESCED if coalesce else RoutineRunStatus.SKIPPED
-                values |= {
-                    "status": status.value,
-                    "status_reason": f"routine run {active.id} is still active",
-                    "coalesced_into_run_id": active.id if coalesce else None,
-                    "completed_at": now,
-                }
-            elif task is not None:
-                created = _insert_routine_task(conn, task, now)
-                values |= {
-                    "status": RoutineRunStatus.TASK_CREATED.value,
-                    "linked_task_id": created.id,
-                }
-            settled = conn.execute(
-                sa.update(routine_runs)
-                .where(
-                    routine_runs.c.id == run_id,
-                    routine_runs.c.status == RoutineRunStatus.RECEIVED.value,
-                )
-                .values(values)
-            ).rowcount
-            if settled != 1:
-                raise ConflictError("routine run was dispatched concurrently")  # rolls back
-            return GateResult(run=_run_in(conn, run_id), active=active, task=created)
-
-    def settle(
-        self,
-        run_id: int,
-        status: RoutineRunStatus,
-        *,
-        now: datetime,
-        reason: str | None = None,
-        linked_run_id: int | None = None,
-    ) -> RoutineRun | None:
-        """Move a ``received`` routine run to ``status`` (compare-and-set).
-
-        Returns:
-            The updated run, or ``None`` when it was no longer ``received``.
-        """
-        values: dict[str, Any] = {"status": status.value, "status_reason": reason}
-        if linked_run_id is not None:
-            values["linked_run_id"] = linked_run_id
-        if status not in LINKED_ROUTINE_RUN_STATUSES:
-            values["completed_at"] = now
-        with self._db.write() as conn:
-            changed = conn.execute(
-                sa.update(routine_runs)
-                .where(
-                    routine_runs.c.id == run_id,
-                    routine_runs.c.status == RoutineRunStatus.RECEIVED.value,
-                )
-                .values(values)
-            ).rowcount
-            return _run_in(conn, run_id) if changed == 1 else None
-
-    def end_linked(
-        self,
-        status: RoutineRunStatus,
-        *,
-        now: datetime,
-        task_id: str | None = None,
-        run_id: int | None = None,
-        reason: str | None = None,
-    ) -> int:
-        """End the ``task_created``/``dispatched`` routine runs linked to a task or run.
-
-        Returns:
-            How many routine runs ended.
-        """
-        query = sa.update(routine_runs).where(
-            routine_runs.c.status.in_([item.value for item in LINKED_ROUTINE_RUN_STATUSES])
-        )
-        if task_id is not None:
-            query = query.where(routine_runs.c.linked_task_id == task_id)
-        elif run_id is not None:
-            query = query.where(
-                routine_runs.c.linked_run_id == run_id, routine_runs.c.linked_task_id.is_(None)
-            )
-        else:
-            return 0
-        with self._db.write() as conn:
-            values = {"status": status.value, "status_reason": reason, "completed_at": now}
-            return int(conn.execute(query.values(values)).rowcount)
-
-
-def _insert_routine_task(conn: Connection, task: Mapping[str, Any], now: datetime) -> Task:
-    space = workspace_row(conn, task["workspace_id"])
-    task_id = new_id()
-    conn.execute(
-        sa.insert(tasks).values(
-            id=task_id,
-            workspace_id=task["workspace_id"],
-            workflow_id=space["routine_workflow_id"],
-            title=task["title"],
-            description=task["description"],
-            state=TaskState.TODO.value,
-            assignee_agent_id=task["assignee_agent_id"],
-            reviewers=[],
-            approvers=[],
-            created_at=now,
-            updated_at=now,
-        )
-    )
-    return get_task_in(conn, task_id)
 
 
 def install_heartbeat(conn: Connection, *, workspace_id: str, agent_id: str, now: datetime) -> None:
