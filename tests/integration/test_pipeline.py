@@ -322,7 +322,7 @@ async def test_failed_session_records_its_message(office: Office) -> None:
     await _assigned_task(office)
     await _drain(office)
     run = office.store.listing.list_runs(agent_id=office.worker.id).items[0]
-    # A first failure is retried later (tests/integration/test_retry.py has the details).
+    # A first failure is retried later (tests/integration/test_run_retries.py has the details).
     assert (run.status, run.reason, run.error, run.exit_code, run.retry_count) == (
         RunStatus.SCHEDULED_RETRY,
         RunReason.AGENT_FAILED,
