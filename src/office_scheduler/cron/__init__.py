@@ -24,14 +24,13 @@ DST emulation) and applies the policy above to each candidate.
 
 from __future__ import annotations
 
-import calendar
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cronsim import CronSim, CronSimError
+from cronsim import CronSim
 
+from office_scheduler.cron.syntax import MAX_EXPRESSION_LENGTH, invalid, parse_fields
 from office_scheduler.domain.errors import InvalidInputError
 
 __all__ = [
@@ -48,102 +47,11 @@ __all__ = [
 HORIZON_YEARS = 30
 #: :meth:`CronSchedule.fires_between` counts dropped ticks exactly up to this many.
 MISSED_COUNT_LIMIT = 100_000
-#: Longest accepted expression, in characters (after normalising the whitespace).
-MAX_EXPRESSION_LENGTH = 1000
 
 _COUNT_MAX_DAYS = 366 * 40  # calendar days walked when counting dropped ticks
 _ONE_DAY = timedelta(days=1)
 _ONE_SECOND = timedelta(seconds=1)
 _LAST_MINUTE = time(23, 59)
-
-_MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
-_DAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
-_MONTH_LONG = tuple(calendar.month_name)  # index 1..12
-_DAYS_IN_MONTH = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # February may have 29
-
-_TERM = re.compile(r"(?:(\*)|([0-9]+|[A-Za-z]+)(?:-([0-9]+|[A-Za-z]+))?)(?:/([0-9]+))?")
-_EXTENSION = re.compile(r"[#?]|^L|^W$|[0-9][LW]$|^H(?:$|[(/])", re.IGNORECASE)
-_EXTENSION_HINT = "non-standard cron extensions (L, W, #, ?, H) are not supported"
-
-
-@dataclass(frozen=True)
-class _FieldSpec:
-    name: str
-    low: int
-    high: int
-    names: tuple[str, ...] = ()  # names[i] stands for low + i
-
-    def value(self, token: str, term: str) -> int:
-        if token.isdigit():
-            number = int(token)
-        elif self.names and token.upper() in self.names:
-            number = self.low + self.names.index(token.upper())  # SUN = 0, JAN = 1
-        else:
-            hint = f" ({_EXTENSION_HINT})" if _EXTENSION.search(term) else ""
-            kind = "a number" if not self.names else f"a number or a {self.name} name"
-            raise _FieldError(f"{self.name} {term!r} is not {kind}{hint}")
-        if not self.low <= number <= self.high:
-            raise _FieldError(f"{self.name} {number} is out of range {self.low}-{self.high}")
-        return number
-
-
-_FIELDS = (
-    _FieldSpec("minute", 0, 59),
-    _FieldSpec("hour", 0, 23),
-    _FieldSpec("day-of-month", 1, 31),
-    _FieldSpec("month", 1, 12, _MONTH_NAMES),
-    _FieldSpec("day-of-week", 0, 7, _DAY_NAMES),
-)
-
-
-class _FieldError(Exception):
-    """A field failed to parse; the message names the field and the problem."""
-
-
-def _parse_term(spec: _FieldSpec, term: str) -> tuple[set[int], str]:
-    """One comma-separated term: its values and its canonical (numeric) text for cronsim."""
-    if term == "":
-        raise _FieldError(f"{spec.name} has an empty list item")
-    match = _TERM.fullmatch(term)
-    if match is None:
-        hint = _EXTENSION_HINT if _EXTENSION.search(term) else "expected N, N-M, */S or N-M/S"
-        raise _FieldError(f"{spec.name} {term!r} is not valid: {hint}")
-    star, first, last, step_text = match.groups()
-    step = 1
-    if step_text is not None:
-        step = int(step_text)
-        if step < 1:
-            raise _FieldError(f"{spec.name} step in {term!r} must be at least 1")
-    suffix = "" if step_text is None else f"/{step}"
-    if star is not None:
-        return set(range(spec.low, spec.high + 1)[::step]), f"*{suffix}"
-    start = spec.value(first, term)
-    if last is None:
-        if step_text is None:
-            return {start}, str(start)
-        return set(range(start, spec.high + 1)[::step]), f"{start}{suffix}"
-    end = spec.value(last, term)
-    if end < start:
-        raise _FieldError(f"{spec.name} range {term!r} is reversed")
-    if end == start:
-        # cronsim reads a one-value range with a step as "start-max/step"; crontab(5) does not.
-        return {start}, str(start)
-    return set(range(start, end + 1)[::step]), f"{start}-{end}{suffix}"
-
-
-def _parse_field(spec: _FieldSpec, text: str) -> tuple[frozenset[int], str]:
-    values: set[int] = set()
-    canonical: list[str] = []
-    for term in text.split(","):
-        term_values, term_text = _parse_term(spec, term)
-        values |= term_values
-        canonical.append(term_text)
-    return frozenset(values), ",".join(canonical)
-
-
-def _month_list(months: list[int]) -> str:
-    names = [_MONTH_LONG[m] for m in months]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def _load_zone(name: str) -> tzinfo:
@@ -155,10 +63,6 @@ def _load_zone(name: str) -> tzinfo:
         raise InvalidInputError(
             f"timezone {name!r} is not a known IANA time zone", field="timezone"
         ) from None
-
-
-def _invalid(message: str) -> InvalidInputError:
-    return InvalidInputError(message, field="cron_expression")
 
 
 def _check_aware(value: datetime, name: str) -> None:
@@ -226,7 +130,7 @@ class CronSchedule:
 
     def __post_init__(self) -> None:
         if not isinstance(self.expression, str):
-            raise _invalid("cron_expression must be a string")
+            raise invalid("cron_expression must be a string")
         if not isinstance(self.timezone, str):
             raise InvalidInputError("timezone must be a string", field="timezone")
         expression = " ".join(self.expression.split())
@@ -237,57 +141,15 @@ class CronSchedule:
         object.__setattr__(self, "_zone", _load_zone(timezone_name))
 
     def _parse(self, expression: str) -> None:
-        if not expression:
-            raise _invalid("cron_expression is empty")
-        if len(expression) > MAX_EXPRESSION_LENGTH:
-            raise _invalid(
-                f"cron_expression is too long ({len(expression)} characters;"
-                f" at most {MAX_EXPRESSION_LENGTH})"
-            )
-        if expression.startswith("@"):
-            raise _invalid(
-                f"cron_expression {expression!r}: descriptors such as @daily are not"
-                " supported; write five fields, e.g. '0 0 * * *'"
-            )
-        texts = expression.split(" ")
-        if len(texts) != 5:
-            extra = " (seconds or year fields are not supported)" if len(texts) > 5 else ""
-            raise _invalid(
-                f"cron_expression {expression!r} has {len(texts)} fields; expected 5:"
-                f" minute hour day-of-month month day-of-week{extra}"
-            )
-        parsed: list[frozenset[int]] = []
-        canonical: list[str] = []
-        for spec, text in zip(_FIELDS, texts, strict=True):
-            try:
-                values, text_for_cronsim = _parse_field(spec, text)
-            except _FieldError as exc:
-                raise _invalid(f"cron_expression {expression!r}: {exc}") from None
-            parsed.append(values)
-            canonical.append(text_for_cronsim)
-        minutes, hours, days, months, weekdays = parsed
-        # crontab(5) day rule: OR only when both day fields are restricted (no leading '*').
-        day_or = not texts[2].startswith("*") and not texts[4].startswith("*")
-        if not day_or:
-            possible = [m for m in sorted(months) if min(days) <= _DAYS_IN_MONTH[m]]
-            if not possible:
-                raise _invalid(
-                    f"cron_expression {expression!r} can never fire: day-of-month {texts[2]}"
-                    f" never occurs in {_month_list(sorted(months))}"
-                )
-        cronsim_text = " ".join(canonical)
-        try:
-            CronSim(cronsim_text, datetime(2000, 1, 1))
-        except CronSimError as exc:  # pragma: no cover - our parser is stricter than cronsim's
-            raise _invalid(f"cron_expression {expression!r} is not valid: {exc}") from None
-        object.__setattr__(self, "_minutes", minutes)
-        object.__setattr__(self, "_hours", hours)
-        object.__setattr__(self, "_days", days)
-        object.__setattr__(self, "_months", months)
-        object.__setattr__(self, "_weekdays", frozenset(d % 7 for d in weekdays))
-        object.__setattr__(self, "_day_or", day_or)
-        object.__setattr__(self, "_cronsim_text", cronsim_text)
-        slots = tuple(time(h, m) for h in sorted(hours) for m in sorted(minutes))
+        fields = parse_fields(expression)
+        object.__setattr__(self, "_minutes", fields.minutes)
+        object.__setattr__(self, "_hours", fields.hours)
+        object.__setattr__(self, "_days", fields.days)
+        object.__setattr__(self, "_months", fields.months)
+        object.__setattr__(self, "_weekdays", fields.weekdays)
+        object.__setattr__(self, "_day_or", fields.day_or)
+        object.__setattr__(self, "_cronsim_text", fields.cronsim_text)
+        slots = tuple(time(h, m) for h in sorted(fields.hours) for m in sorted(fields.minutes))
         object.__setattr__(self, "_slots", slots)
 
     # -- wall-clock helpers ---------------------------------------------------------------
@@ -359,7 +221,7 @@ class CronSchedule:
         start = self._wall(after)
         found = self._search_forward(after, _later(start, timedelta(days=366 * HORIZON_YEARS)))
         if found is None:
-            raise _invalid(
+            raise invalid(
                 f"cron_expression {self.expression!r} does not fire within {HORIZON_YEARS}"
                 f" years after {after.isoformat()}"
             )
