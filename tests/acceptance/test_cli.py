@@ -3,48 +3,21 @@
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from click.testing import CliRunner, Result
 
+from cli_harness import CLEAN_ENV
 from office_scheduler.cli import office
 from office_scheduler.store import migrate
 from office_scheduler.store.facade import Store
 from server_harness import Server
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo-office"
-CLEAN_ENV = {
-    name: None
-    for name in (
-        "OFFICE_HOME",
-        "OFFICE_DATABASE_URL",
-        "OFFICE_API_URL",
-        "OFFICE_TOKEN",
-        "OFFICE_AGENT_ID",
-        "OFFICE_WORKSPACE_ID",
-        "OFFICE_TASK_ID",
-        "OFFICE_LOG_FORMAT",
-    )
-}
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """The CLI configures logging for its process; give the next test the old setup back."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    config = structlog.get_config()
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    structlog.configure(**config)
 
 
 @pytest.fixture

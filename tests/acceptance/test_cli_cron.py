@@ -2,41 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import structlog
 from click.testing import CliRunner, Result
 
+from cli_harness import CLEAN_ENV
 from office_scheduler.cli import office
-
-CLEAN_ENV = {
-    name: None
-    for name in (
-        "OFFICE_HOME",
-        "OFFICE_DATABASE_URL",
-        "OFFICE_API_URL",
-        "OFFICE_TOKEN",
-        "OFFICE_LOG_FORMAT",
-    )
-}
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """The CLI configures logging for its process; give the next test the old setup back."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    config = structlog.get_config()
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    structlog.configure(**config)
 
 
 def run(tmp_path: Path, *args: str) -> Result:

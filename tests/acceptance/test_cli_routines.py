@@ -7,7 +7,6 @@ clock and can sign webhook deliveries with it.
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -16,37 +15,14 @@ from typing import Any
 
 import httpx
 import pytest
-import structlog
 import uvicorn
 from click.testing import CliRunner, Result
 
 from api_harness import Api, open_api
+from cli_harness import CLEAN_ENV
 from office_scheduler.cli import office
 from office_scheduler.cli.runtime import bind
 from office_scheduler.routines.webhooks import sign
-
-OFFICE_ENV = (
-    "OFFICE_HOME",
-    "OFFICE_DATABASE_URL",
-    "OFFICE_API_URL",
-    "OFFICE_TOKEN",
-    "OFFICE_AGENT_ID",
-    "OFFICE_WORKSPACE_ID",
-    "OFFICE_TASK_ID",
-    "OFFICE_LOG_FORMAT",
-)
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """The CLI configures logging for its process; give the next test the old setup back."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    config = structlog.get_config()
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    structlog.configure(**config)
 
 
 class Office:
@@ -60,7 +36,7 @@ class Office:
         self.agent = api.agent(self.ws, "worker-1")["id"]
 
     def run(self, *args: str) -> Result:
-        env: dict[str, str | None] = {name: None for name in OFFICE_ENV}
+        env: dict[str, str | None] = dict(CLEAN_ENV)
         env |= {"OFFICE_HOME": str(self.home), "OFFICE_TOKEN": self.api.admin_token}
         return CliRunner().invoke(office, ["--api-url", self.url, *args], env=env)
 
@@ -211,7 +187,7 @@ def test_bad_cron_exits_2_with_one_line_and_creates_nothing(served: Office) -> N
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str]) -> None:
-    env: dict[str, str | None] = {name: None for name in OFFICE_ENV}
+    env: dict[str, str | None] = dict(CLEAN_ENV)
     env["OFFICE_HOME"] = str(tmp_path)
 
     result = CliRunner().invoke(office, ["--api-url", "http://127.0.0.1:9", *args], env=env)
