@@ -6,7 +6,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from office_scheduler.config import Settings
 from office_scheduler.domain.models import (
+    Agent,
     ExecutorConfig,
     Launch,
     Outcome,
@@ -68,6 +69,18 @@ def _running_run(store: Store, clock: FakeClock, pid: int) -> int:
     )
     store.queue.set_pid(run.id, pid)
     return run.id
+
+
+def _agent_with_executor(store: Store, now: datetime, role: AgentRole) -> Agent:
+    """An agent in a new workspace whose default executor is ``fake`` (the ``command`` kind)."""
+    space = store.office.create_workspace(
+        name="w",
+        settings=WorkspaceSettings(
+            default_executor="fake", executors={"fake": ExecutorConfig(name="fake", argv=("a",))}
+        ),
+        now=now,
+    )
+    return store.office.create_agent(workspace_id=space.id, name="a", role=role, now=now)
 
 
 def test_runs_agent_needs_the_run_id_in_the_environment() -> None:
@@ -162,16 +175,7 @@ async def test_no_database_access_after_close(tmp_path: Path, busy: bool) -> Non
     )
     service = Service(settings, executors={"command": executor}, store=store)
     now = service.clock.now()
-    space = store.office.create_workspace(
-        name="w",
-        settings=WorkspaceSettings(
-            default_executor="fake", executors={"fake": ExecutorConfig(name="fake", argv=("a",))}
-        ),
-        now=now,
-    )
-    agent = store.office.create_agent(
-        workspace_id=space.id, name="boss", role=AgentRole.COORDINATOR, now=now
-    )
+    agent = _agent_with_executor(store, now, AgentRole.COORDINATOR)
     disposed = False
     statements_seen = 0
     after_dispose: list[str] = []
@@ -204,16 +208,7 @@ async def test_stop_gives_sessions_the_grace_then_requeues_them(tmp_path: Path) 
     settings = Settings(home=tmp_path, shutdown_grace=timedelta(milliseconds=300))
     service = Service(settings, executors={"command": executor}, store=store)
     now = service.clock.now()
-    space = store.office.create_workspace(
-        name="w",
-        settings=WorkspaceSettings(
-            default_executor="fake", executors={"fake": ExecutorConfig(name="fake", argv=("a",))}
-        ),
-        now=now,
-    )
-    agent = store.office.create_agent(
-        workspace_id=space.id, name="a", role=AgentRole.WORKER, now=now
-    )
+    agent = _agent_with_executor(store, now, AgentRole.WORKER)
     await service.start()
     result = await service.wake(agent.id)
     assert result.run is not None
