@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.models import Run
-from office_scheduler.domain.status import LIVE_RUN_STATUSES
+from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunStatus
 from office_scheduler.store.rows import run_from_row
 from office_scheduler.store.schema import agents, runs, tasks
 
@@ -103,3 +103,11 @@ def release_stale_checkout(conn: Connection, task_id: str, agent_id: str) -> Non
         )
         .values(checkout_agent_id=None, checkout_run_id=None, checkout_at=None)
     )
+
+
+def earliest_not_before(conn: Connection, status: RunStatus) -> datetime | None:
+    """The earliest ``not_before`` of the runs in ``status``, or ``None`` when there are none."""
+    value: datetime | None = conn.execute(
+        sa.select(sa.func.min(runs.c.not_before)).where(runs.c.status == status.value)
+    ).scalar()
+    return value

@@ -24,6 +24,7 @@ from office_scheduler.domain.status import (
 from office_scheduler.store.engine import Database
 from office_scheduler.store.queue_common import (
     claim_fence,
+    earliest_not_before,
     live_run_exists,
     lock_agent,
     release_checkouts,
@@ -132,12 +133,7 @@ class RetryTransitions:
     def next_retry_at(self) -> datetime | None:
         """The earliest ``not_before`` of any scheduled retry, or ``None`` when none waits."""
         with self._db.read() as conn:
-            value: datetime | None = conn.execute(
-                sa.select(sa.func.min(runs.c.not_before)).where(
-                    runs.c.status == RunStatus.SCHEDULED_RETRY.value
-                )
-            ).scalar()
-        return value
+            return earliest_not_before(conn, RunStatus.SCHEDULED_RETRY)
 
     def promote_retry(self, run_id: int, *, now: datetime) -> Run | None:
         """Put a due scheduled retry back to ``queued`` (the claim gate then applies).

@@ -14,6 +14,7 @@ from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunReason, RunStat
 from office_scheduler.store.engine import Database
 from office_scheduler.store.queue_common import (
     claim_fence,
+    earliest_not_before,
     get_run,
     insert,
     lock_agent,
@@ -254,12 +255,7 @@ class RunTransitions:
     def next_due_at(self) -> datetime | None:
         """The earliest ``not_before`` of any queued run, or ``None`` when none is queued."""
         with self._db.read() as conn:
-            value: datetime | None = conn.execute(
-                sa.select(sa.func.min(runs.c.not_before)).where(
-                    runs.c.status == RunStatus.QUEUED.value
-                )
-            ).scalar()
-        return value
+            return earliest_not_before(conn, RunStatus.QUEUED)
 
     def next_wake_at(self, *, now: datetime) -> datetime | None:
         """When a queued run may next become claimable without any other change.
