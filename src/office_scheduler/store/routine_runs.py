@@ -67,10 +67,11 @@ class GateResult:
 
     @property
     def proceed(self) -> bool:
-        """True when a lightweight run should now be dispatched to intake."""
-        return (
-            self.run is not None and self.run.status is RoutineRunStatus.RECEIVED and not self.task
-        )
+        """True when a lightweight run should now be dispatched to intake.
+
+        The gate leaves only such a run ``received``; a heavy one is ``task_created``.
+        """
+        return self.run is not None and self.run.status is RoutineRunStatus.RECEIVED
 
 
 def _run_in(conn: Connection, run_id: int) -> RoutineRun:
