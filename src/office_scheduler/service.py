@@ -192,7 +192,7 @@ class Service:
         live = await asyncio.to_thread(self.store.listing.live_runs)
         if not live:
             return []
-        kill_orphans((run.id, run.pid) for run in live)
+        kill_orphans(live)
         run_ids = [run.id for run in live]
         await asyncio.to_thread(
             self.store.queue.requeue, run_ids, reason=RunReason.INTERRUPTED, now=self.clock.now()

@@ -11,6 +11,7 @@ or of one run, and no agent process left alive.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -195,6 +196,9 @@ def test_chaos_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> None:
     violations_file = chaos / "violations.log"
     violations = violations_file.read_text().splitlines() if violations_file.exists() else []
     survivors = _agent_processes(chaos)
+    for pid in survivors:  # never leave one behind, whatever the assertions say
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     print(f"\nchaos: {kills} SIGKILLs, {len(wakeups)} wakeup requests, {len(runs)} runs")
     print(f"chaos: wakeups by status {dict(wakeup_states)}")
     print(f"chaos: runs by (status, reason) {dict(run_states)}")

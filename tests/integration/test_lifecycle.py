@@ -6,6 +6,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from office_scheduler.domain.models import (
 from office_scheduler.domain.status import AgentRole, RunReason, RunStatus, WakeSource
 from office_scheduler.executors.base import ExecutionSink
 from office_scheduler.intake.rules import decide_merge
-from office_scheduler.scheduler.orphans import kill_orphans, runs_agent
+from office_scheduler.scheduler.orphans import agent_pids
 from office_scheduler.service import Service
 from office_scheduler.store import migrate
 from office_scheduler.store.facade import Store
@@ -34,7 +35,15 @@ SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 
 
 def _spawn(env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(SLEEPER, env={**os.environ, **env}, start_new_session=True)
+    """A sleeping process with ``env``, returned once ``/proc`` shows that environment."""
+    proc = subprocess.Popen(SLEEPER, env={**os.environ, **env}, start_new_session=True)
+    marker = "\0".join(f"{k}={v}" for k, v in env.items()).encode()
+    for _ in range(500):
+        if marker in Path(f"/proc/{proc.pid}/environ").read_bytes():
+            return proc
+        time.sleep(0.01)
+    proc.kill()
+    raise AssertionError("the spawned process never showed its environment")
 
 
 def _dead(proc: subprocess.Popen[bytes]) -> bool:
@@ -45,7 +54,7 @@ def _dead(proc: subprocess.Popen[bytes]) -> bool:
     return True
 
 
-def _running_run(store: Store, clock: FakeClock, pid: int) -> int:
+def _running_run(store: Store, clock: FakeClock, pid: int | None, session_id: str) -> int:
     now = clock.now()
     space = store.office.create_workspace(name="w", settings=WorkspaceSettings(), now=now)
     agent = store.office.create_agent(
@@ -64,10 +73,11 @@ def _running_run(store: Store, clock: FakeClock, pid: int) -> int:
         expected_version=run.context_version,
         prompt="p",
         executor="x",
-        session_id=None,
+        session_id=session_id,
         now=now,
     )
-    store.queue.set_pid(run.id, pid)
+    if pid is not None:
+        store.queue.set_pid(run.id, pid)
     return run.id
 
 
@@ -83,21 +93,17 @@ def _agent_with_executor(store: Store, now: datetime, role: AgentRole) -> Agent:
     return store.office.create_agent(workspace_id=space.id, name="a", role=role, now=now)
 
 
-def test_runs_agent_needs_the_run_id_in_the_environment() -> None:
-    ours = _spawn({"OFFICE_RUN_ID": "41"})
+def test_agents_are_found_by_their_session_id() -> None:
+    ours = _spawn({"OFFICE_SESSION_ID": "s41"})
+    other = _spawn({"OFFICE_SESSION_ID": "s4"})
     try:
-        assert runs_agent(ours.pid, 41)
-        assert not runs_agent(ours.pid, 4)
-        assert not runs_agent(ours.pid, 411)
-        assert not runs_agent(1, 41)
-        assert kill_orphans([(42, ours.pid), (41, None)]) == []
+        assert agent_pids(["s41"]) == {"s41": [ours.pid]}
+        assert agent_pids(["s411", ""]) == {}
         assert ours.poll() is None
-        assert kill_orphans([(41, ours.pid)]) == [41]
-        assert _dead(ours)
-        assert not runs_agent(ours.pid, 41)
     finally:
-        ours.kill()
-        ours.wait()
+        for proc in (ours, other):
+            proc.kill()
+            proc.wait()
 
 
 async def test_start_kills_orphaned_agents_before_requeueing_their_runs(tmp_path: Path) -> None:
@@ -105,10 +111,10 @@ async def test_start_kills_orphaned_agents_before_requeueing_their_runs(tmp_path
     store = Store.open(url)
     migrate.upgrade(store.db)
     clock = FakeClock()
-    bystander = _spawn({"OFFICE_RUN_ID": "999"})
-    run_id = _running_run(store, clock, pid=bystander.pid)
-    orphan = _spawn({"OFFICE_RUN_ID": str(run_id)})
-    store.queue.set_pid(run_id, orphan.pid)
+    bystander = _spawn({"OFFICE_SESSION_ID": "another-session"})
+    # The recorded pid is the bystander's (a reused pid): it must not be what decides.
+    run_id = _running_run(store, clock, pid=bystander.pid, session_id="orphan-session")
+    orphan = _spawn({"OFFICE_SESSION_ID": "orphan-session"})
     service = Service(
         Settings(home=tmp_path), clock=clock, executors={"command": ScriptedExecutor()}, store=store
     )
@@ -116,7 +122,7 @@ async def test_start_kills_orphaned_agents_before_requeueing_their_runs(tmp_path
         requeued = await service.recover_previous_process()
         assert requeued == [run_id]
         assert _dead(orphan)
-        assert bystander.poll() is None  # a process of another run is never signalled
+        assert bystander.poll() is None  # a process of another session is never signalled
         run = store.queue.get_run(run_id)
         assert (run.status, run.reason, run.pid) == (RunStatus.QUEUED, RunReason.INTERRUPTED, None)
         assert await service.recover_previous_process() == []
@@ -132,9 +138,9 @@ async def test_start_kills_orphans_before_the_loops_run(tmp_path: Path) -> None:
     store = Store.open(url)
     migrate.upgrade(store.db)
     clock = FakeClock()
-    run_id = _running_run(store, clock, pid=1)
-    orphan = _spawn({"OFFICE_RUN_ID": str(run_id)})
-    store.queue.set_pid(run_id, orphan.pid)
+    # Killed right after spawning the agent: its pid was never recorded (regression).
+    run_id = _running_run(store, clock, pid=None, session_id="unrecorded-pid")
+    orphan = _spawn({"OFFICE_SESSION_ID": "unrecorded-pid"})
     service = Service(
         Settings(home=tmp_path), clock=clock, executors={"command": ScriptedExecutor()}, store=store
     )

@@ -195,6 +195,7 @@ def _environment(ctx: RunContext, config: ExecutorConfig, token: str) -> dict[st
         OFFICE_API_URL=ctx.deps.settings.api_url,
         OFFICE_TOKEN=token,
         OFFICE_RUN_ID=str(ctx.run.id),
+        OFFICE_SESSION_ID=ctx.session.id if ctx.session is not None else "",
         OFFICE_AGENT_ID=ctx.run.agent_id,
         OFFICE_WORKSPACE_ID=ctx.run.workspace_id,
         OFFICE_TASK_ID=ctx.run.task_id or "",
