@@ -92,6 +92,12 @@ agents = sa.Table(
     sa.Column("cooldown_s", sa.Float(), nullable=False, server_default="10"),
     sa.Column("skip_idle_wakeups", sa.Boolean(), nullable=False),
     sa.Column("executor", sa.String(200)),
+    # The agent this one reports to (its coordinator): budget alerts and errors go there.
+    _ref("reports_to", "agents.id", nullable=True, cascade=False),
+    # Why the agent is paused (``budget_exceeded``, ``escalations``, ``manual``), if it is.
+    sa.Column("paused_reason", sa.String(60)),
+    # ACP permission policy: {"mode": "allow_all"|"deny"|"allow_listed", "tools": [...]}.
+    sa.Column("permission_policy", json_type()),
     _ts("last_wakeup_finished_at"),
     # last_wakeup_finished_at + cooldown_s, kept so the claim filters agents in SQL.
     _ts("cooldown_until"),
@@ -146,6 +152,9 @@ comments = sa.Table(
     sa.Column("author_kind", sa.String(20), nullable=False),
     _ref("author_agent_id", "agents.id", nullable=True, cascade=False),
     sa.Column("body", sa.Text(), nullable=False),
+    # Set when the comment came in from a chat integration (channel message).
+    sa.Column("channel", sa.String(60)),
+    sa.Column("external_author", sa.String(200)),
     _ts("created_at", nullable=False),
     sa.Index("ix_comments_task_created", "task_id", "created_at"),
 )
@@ -157,12 +166,16 @@ approvals = sa.Table(
     _ref("workspace_id", "workspaces.id"),
     _ref("task_id", "tasks.id", nullable=True, cascade=False),
     _ref("requested_by_agent_id", "agents.id", nullable=True, cascade=False),
+    sa.Column("kind", sa.String(40), nullable=False, server_default="generic"),
     sa.Column("status", sa.String(20), nullable=False),
     sa.Column("title", sa.String(500), nullable=False),
     sa.Column("body", sa.Text(), nullable=False, server_default=""),
     sa.Column("decision_note", sa.Text()),
+    sa.Column("decided_by", sa.String(200)),
     _ts("created_at", nullable=False),
     _ts("resolved_at"),
+    sa.Index("ix_approvals_workspace_id_status", "workspace_id", "status"),
+    sa.Index("ix_approvals_task_id", "task_id"),
 )
 
 wakeup_requests = sa.Table(
@@ -215,6 +228,8 @@ runs = sa.Table(
     sa.Column("pid", sa.Integer()),
     sa.Column("exit_code", sa.Integer()),
     sa.Column("session_id", sa.String(40)),
+    # ``full`` (whole wake prompt) or ``delta`` (resume delta for a resumed session).
+    sa.Column("prompt_kind", sa.String(20)),
     sa.Index("ix_runs_status_not_before", "status", "not_before", "id"),
     sa.Index("ix_runs_agent_status", "agent_id", "status", "not_before", "id"),
     sa.Index("ix_runs_task_status", "task_id", "status"),
@@ -330,12 +345,15 @@ activity_log = sa.Table(
     _ref("workspace_id", "workspaces.id"),
     _ts("at", nullable=False),
     sa.Column("kind", sa.String(60), nullable=False),
+    # Who did it: ``user``, ``agent:<id>`` or ``system``.
+    sa.Column("actor", sa.String(200), nullable=False, server_default="system"),
     sa.Column("agent_id", sa.String(40)),
     sa.Column("task_id", sa.String(40)),
     sa.Column("run_id", sa.BigInteger()),
     sa.Column("message", sa.Text(), nullable=False, server_default=""),
     sa.Column("data", json_type(), nullable=False),
     sa.Index("ix_activity_log_workspace_at", "workspace_id", "at"),
+    sa.Index("ix_activity_log_workspace_id_kind_at", "workspace_id", "kind", "at"),
 )
 
 inbox_items = sa.Table(
@@ -348,6 +366,11 @@ inbox_items = sa.Table(
     sa.Column("title", sa.String(500), nullable=False),
     sa.Column("body", sa.Text(), nullable=False, server_default=""),
     sa.Column("data", json_type(), nullable=False),
+    sa.Column("agent_id", sa.String(40)),
+    sa.Column("task_id", sa.String(40)),
+    sa.Column("approval_id", sa.String(40)),
+    # One open item per cause (``budget_alert:<policy>:<period>``, ...); NULL = no dedupe.
+    sa.Column("dedupe_key", sa.String(300), unique=True),
     _ts("created_at", nullable=False),
     _ts("resolved_at"),
     sa.Index("ix_inbox_items_workspace_status", "workspace_id", "status"),
@@ -364,7 +387,13 @@ budget_policies = sa.Table(
     sa.Column("period", sa.String(20), nullable=False),
     sa.Column("alert_threshold_pct", sa.Integer(), nullable=False, server_default="80"),
     sa.Column("action_on_exceed", sa.String(40), nullable=False),
+    # Period key (``2026-11`` or ``lifetime``) whose warn alert / exceed action already fired:
+    # a compare-and-set on these keeps it to one per period across processes.
+    sa.Column("alerted_period", sa.String(20)),
+    sa.Column("exceeded_period", sa.String(20)),
     _ts("created_at", nullable=False),
+    _ts("updated_at", nullable=False),
+    sa.UniqueConstraint("workspace_id", "scope_kind", "scope_id"),
 )
 
 cost_events = sa.Table(
@@ -379,8 +408,13 @@ cost_events = sa.Table(
     sa.Column("input_tokens", sa.BigInteger(), nullable=False, server_default="0"),
     sa.Column("output_tokens", sa.BigInteger(), nullable=False, server_default="0"),
     sa.Column("cost_subcents", sa.BigInteger(), nullable=False, server_default="0"),
+    sa.Column("model", sa.String(200)),
+    # False when the run reported tokens but no price: not counted as zero cost.
+    sa.Column("priced", sa.Boolean(), nullable=False, server_default=sa.true()),
     _ts("at", nullable=False),
     sa.Index("ix_cost_events_agent_at", "agent_id", "at"),
+    sa.Index("ix_cost_events_workspace_id_at", "workspace_id", "at"),
+    sa.Index("ix_cost_events_project_id_at", "project_id", "at"),
 )
 
 api_tokens = sa.Table(
