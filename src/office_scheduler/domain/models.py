@@ -133,6 +133,9 @@ class Agent:
     executor: str | None
     last_wakeup_finished_at: datetime | None
     created_at: datetime
+    reports_to: str | None = None
+    paused_reason: str | None = None
+    permission_policy: JSON | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -309,6 +312,11 @@ class InboxItem:
     body: str
     data: JSON
     created_at: datetime
+    resolved_at: datetime | None = None
+    agent_id: str | None = None
+    task_id: str | None = None
+    approval_id: str | None = None
+    dedupe_key: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -324,6 +332,7 @@ class ActivityEntry:
     run_id: int | None
     message: str
     data: JSON
+    actor: str = "system"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

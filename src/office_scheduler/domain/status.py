@@ -205,13 +205,35 @@ class InboxKind(StrEnum):
     AGENT_PAUSED = "agent.paused"
     EXECUTOR_MISSING = "executor.missing"
     APPROVAL_REQUESTED = "approval.requested"
+    #: A task finished by its agent waits for a person's review (``requires_approval``).
+    TASK_REVIEW = "task.review"
+    #: A budget crossed its warn threshold (one per policy and period).
+    BUDGET_ALERT = "budget.alert"
+    #: A budget was exceeded and its ``action_on_exceed`` was applied.
+    BUDGET_EXCEEDED = "budget.exceeded"
 
 
 class InboxStatus(StrEnum):
-    """Inbox item lifecycle."""
+    """Inbox item lifecycle: ``open`` until a person resolves or dismisses it."""
 
     OPEN = "open"
     RESOLVED = "resolved"
+    DISMISSED = "dismissed"
+
+
+class ApprovalStatus(StrEnum):
+    """Approval lifecycle: ``pending`` until a person approves or rejects it."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class ApprovalKind(StrEnum):
+    """``task_review`` gates a ``requires_approval`` task; ``generic`` is any agent request."""
+
+    GENERIC = "generic"
+    TASK_REVIEW = "task_review"
 
 
 class MergeDecision(StrEnum):

@@ -27,12 +27,13 @@ from office_scheduler.domain.status import (
     WakeupStatus,
 )
 from office_scheduler.store.engine import Database
-from office_scheduler.store.queue_common import get_run, insert, lock_agent
+from office_scheduler.store.queue_common import get_run, lock_agent
 from office_scheduler.store.recovery import RecoveryQueries
 from office_scheduler.store.retries import RetryTransitions
 from office_scheduler.store.rows import context_to_json, run_from_row, wakeup_from_row
 from office_scheduler.store.run_transitions import RunTransitions
 from office_scheduler.store.schema import agents, runs, wakeup_requests
+from office_scheduler.store.sql import insert
 
 MergePolicy = Callable[[WakeRequest, Run | None], MergeDecision]
 

@@ -7,7 +7,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import NotFoundError
@@ -15,11 +14,6 @@ from office_scheduler.domain.models import Run
 from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunStatus
 from office_scheduler.store.rows import run_from_row
 from office_scheduler.store.schema import agents, runs, tasks
-
-
-def insert(conn: Connection) -> Any:
-    """The dialect's INSERT construct (both support ``ON CONFLICT`` and ``RETURNING``)."""
-    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
 
 
 def lock_agent(conn: Connection, agent_id: str) -> Mapping[Any, Any]:

@@ -119,6 +119,9 @@ def agent_from_row(row: Row) -> Agent:
         executor=row["executor"],
         last_wakeup_finished_at=row["last_wakeup_finished_at"],
         created_at=row["created_at"],
+        reports_to=row["reports_to"],
+        paused_reason=row["paused_reason"],
+        permission_policy=row["permission_policy"],
     )
 
 
@@ -272,6 +275,11 @@ def inbox_from_row(row: Row) -> InboxItem:
         body=row["body"],
         data=dict(row["data"] or {}),
         created_at=row["created_at"],
+        resolved_at=row["resolved_at"],
+        agent_id=row["agent_id"],
+        task_id=row["task_id"],
+        approval_id=row["approval_id"],
+        dedupe_key=row["dedupe_key"],
     )
 
 
@@ -287,6 +295,7 @@ def activity_from_row(row: Row) -> ActivityEntry:
         run_id=row["run_id"],
         message=row["message"],
         data=dict(row["data"] or {}),
+        actor=row["actor"],
     )
 
 

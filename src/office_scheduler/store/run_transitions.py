@@ -16,13 +16,13 @@ from office_scheduler.store.queue_common import (
     claim_fence,
     earliest_not_before,
     get_run,
-    insert,
     lock_agent,
     release_checkouts,
     stamp_cooldown,
 )
 from office_scheduler.store.rows import context_to_json, run_from_row
 from office_scheduler.store.schema import agents, runs, tasks, wakeup_requests
+from office_scheduler.store.sql import insert
 
 
 class RunTransitions:

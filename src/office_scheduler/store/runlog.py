@@ -24,7 +24,7 @@ from office_scheduler.store.rows import (
     session_from_row,
 )
 from office_scheduler.store.schema import activity_log, inbox_items, run_events, sessions
-from office_scheduler.store.sql import all_rows, first_row, missing_reference
+from office_scheduler.store.sql import all_rows, first_row, insert, missing_reference
 from office_scheduler.store.validation import clean_text, enum_value
 
 #: Most run events one :meth:`RunLogStore.list_run_events` call returns.
@@ -181,8 +181,11 @@ class RunLogStore:
         task_id: str | None = None,
         run_id: int | None = None,
         data: Mapping[str, Any] | None = None,
+        actor: str = "system",
     ) -> ActivityEntry:
         """Append an entry to a workspace's activity log.
+
+        ``actor`` says who did it: ``user``, ``agent:<id>`` or ``system`` (the scheduler).
 
         Returns:
             The stored entry.
@@ -195,6 +198,7 @@ class RunLogStore:
             "workspace_id": workspace_id,
             "at": now,
             "kind": clean_text(kind, field="kind"),
+            "actor": clean_text(actor, field="actor"),
             "agent_id": agent_id,
             "task_id": task_id,
             "run_id": run_id,
@@ -249,11 +253,18 @@ class RunLogStore:
         now: datetime,
         body: str = "",
         data: Mapping[str, Any] | None = None,
+        agent_id: str | None = None,
+        task_id: str | None = None,
+        approval_id: str | None = None,
+        dedupe_key: str | None = None,
     ) -> InboxItem:
         """Open an inbox item for the people of a workspace.
 
+        ``dedupe_key`` (e.g. ``budget_alert:<policy_id>:<period>``) makes the call idempotent:
+        when an item with that key exists, whatever its status, it is returned unchanged.
+
         Returns:
-            The new item, status ``open``.
+            The new item, status ``open`` (or the existing item of ``dedupe_key``).
 
         Raises:
             InvalidInputError: an unknown ``kind`` or a blank ``title``.
@@ -267,10 +278,21 @@ class RunLogStore:
             "body": body,
             "data": dict(data or {}),
             "created_at": now,
+            "agent_id": agent_id,
+            "task_id": task_id,
+            "approval_id": approval_id,
+            "dedupe_key": dedupe_key,
         }
         message = f"workspace {workspace_id} not found"
         with missing_reference(field="workspace_id", message=message), self._db.write() as conn:
-            row = first_row(conn, sa.insert(inbox_items).values(values).returning(inbox_items))
+            stmt = insert(conn)(inbox_items).values(**values)
+            if dedupe_key is not None:
+                stmt = stmt.on_conflict_do_nothing(index_elements=["dedupe_key"])
+            row = first_row(conn, stmt.returning(inbox_items))
+            if row is None:
+                row = first_row(
+                    conn, sa.select(inbox_items).where(inbox_items.c.dedupe_key == dedupe_key)
+                )
             assert row is not None
             return inbox_from_row(row)
 

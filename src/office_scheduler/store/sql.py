@@ -4,15 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import cast
+from typing import Any, cast
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import ConflictError, NotFoundError
 from office_scheduler.store.rows import Row
 
-__all__ = ["Row", "all_rows", "first_row", "missing_reference", "unique_conflict"]
+__all__ = ["Row", "all_rows", "first_row", "insert", "missing_reference", "unique_conflict"]
+
+
+def insert(conn: Connection) -> Any:
+    """The dialect's INSERT construct (both support ``ON CONFLICT`` and ``RETURNING``)."""
+    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
 
 
 def first_row(conn: Connection, query: sa.Executable) -> Row | None:
