@@ -46,6 +46,15 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
     return "sha256=" + digest.hexdigest()
 
 
+def _same(given: str, expected: str) -> bool:
+    """Constant-time equality of a header value and a secret-derived string.
+
+    Compares UTF-8 bytes: ``hmac.compare_digest`` refuses non-ASCII ``str`` (a header may
+    carry any Latin-1 character), and that must read as a mismatch, not an error.
+    """
+    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected.encode())
+
+
 def verify(
     mode: SigningMode,
     secret: str | None,
@@ -75,14 +84,14 @@ def verify(
         raise AuthError("the trigger has no secret; create a new trigger")
     if mode is SigningMode.BEARER:
         scheme, _, token = headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), secret):
+        if scheme.lower() != "bearer" or not _same(token.strip(), secret):
             raise AuthError("missing or wrong bearer secret", field="Authorization")
         return None
     signature = headers.get(SIGNATURE_HEADER, "")
     stamp = headers.get(TIMESTAMP_HEADER, "")
     if not signature:
         raise AuthError("missing X-Signature-256 header", field="X-Signature-256")
-    if not stamp.isdigit() or len(stamp) > 12:
+    if not (stamp.isascii() and stamp.isdigit()) or len(stamp) > 12:
         raise AuthError(
             "missing or malformed X-Signature-Timestamp header (unix seconds)",
             field="X-Signature-Timestamp",
@@ -92,7 +101,7 @@ def verify(
             "X-Signature-Timestamp is more than 5 minutes from the server's clock",
             field="X-Signature-Timestamp",
         )
-    if not hmac.compare_digest(signature.strip(), sign(secret, int(stamp), body)):
+    if not _same(signature.strip(), sign(secret, int(stamp), body)):
         raise AuthError("signature does not match the body", field="X-Signature-256")
     return signature.strip()
 
