@@ -9,7 +9,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from helpers import Office
-from office_scheduler.domain.errors import AuthError, ConflictError, InvalidInputError
+from office_scheduler.domain.errors import (
+    AuthError,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+)
 from office_scheduler.domain.routines import (
     HEARTBEAT_NAME,
     Routine,
@@ -524,3 +529,31 @@ async def test_concurrent_dispatch_of_one_received_heavy_run_creates_one_task(
     tasks = office.store.office.list_tasks(office.workspace.id, limit=500).items
     assert [task.title for task in tasks] == ["T"]
     assert office.store.routines.get_run(run.id).linked_task_id == tasks[0].id
+
+
+async def test_a_trigger_failing_in_a_pass_does_not_stop_the_others(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a routine deleted while due, or a schedule that no longer fires within the
+    horizon, used to abort the whole cron pass."""
+    vanished, _ = await _scheduled(office, name="Vanished")
+    beyond, beyond_trigger = await _scheduled(office, name="Beyond the horizon")
+    healthy, _ = await _scheduled(office, name="Healthy")
+    real_get = office.store.routines.get_routine
+
+    def get_routine(routine_id: str) -> Routine:
+        if routine_id == vanished.id:
+            raise NotFoundError(f"routine {routine_id} not found", field="routine_id")
+        if routine_id == beyond.id:
+            raise InvalidInputError("cron_expression does not fire within 30 years")
+        return real_get(routine_id)
+
+    monkeypatch.setattr(office.store.routines, "get_routine", get_routine)
+    office.clock.advance(timedelta(minutes=5))
+    made = await office.service.cron_firer.fire_due()
+    assert [run.routine_id for run in made] == [healthy.id]
+    assert _statuses(_runs(office, healthy)) == [RoutineRunStatus.DISPATCHED]
+    [trigger] = office.store.routines.list_triggers(beyond.id)
+    assert trigger.id == beyond_trigger.id
+    assert trigger.enabled is False
+    assert _runs(office, vanished) == []

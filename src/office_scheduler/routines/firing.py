@@ -18,7 +18,7 @@ import structlog
 
 from office_scheduler.clock import Clock
 from office_scheduler.cron import CronSchedule, parse_schedule
-from office_scheduler.domain.errors import InvalidInputError, OfficeError
+from office_scheduler.domain.errors import InvalidInputError, NotFoundError, OfficeError
 from office_scheduler.domain.routines import (
     CatchUpPolicy,
     Routine,
@@ -109,7 +109,13 @@ class CronFirer:
         await self._schedule_new(now)
         made: list[RoutineRun] = []
         for trigger in await asyncio.to_thread(self._store.routines.due_triggers, now):
-            made += await self._fire_trigger(trigger, now)
+            try:
+                made += await self._fire_trigger(trigger, now)
+            except NotFoundError:
+                # Deleted between the due query and its claim: nothing left to fire.
+                log.info("routine_trigger_vanished", trigger_id=trigger.id)
+            except InvalidInputError as exc:
+                await self._disable(trigger, exc.message)
         abandoned = await asyncio.to_thread(
             self._store.routines.received_runs, created_before=now - ABANDONED_AFTER
         )
@@ -121,19 +127,32 @@ class CronFirer:
     async def _schedule_new(self, now: datetime) -> None:
         for trigger in await asyncio.to_thread(self._store.routines.unscheduled_triggers):
             schedule = await self._schedule_of(trigger)
-            if schedule is not None:
+            if schedule is None:
+                continue
+            try:
                 first = schedule.next_fire(now)
                 await asyncio.to_thread(self._store.routines.set_first_tick, trigger.id, first)
+            except NotFoundError:
+                log.info("routine_trigger_vanished", trigger_id=trigger.id)
+            except InvalidInputError as exc:
+                await self._disable(trigger, exc.message)
 
     async def _schedule_of(self, trigger: RoutineTrigger) -> CronSchedule | None:
         try:
             return parse_schedule(trigger.cron_expression or "", trigger.timezone)
         except InvalidInputError as exc:
-            log.error("routine_trigger_disabled", trigger_id=trigger.id, reason=exc.message)
+            await self._disable(trigger, exc.message)
+            return None
+
+    async def _disable(self, trigger: RoutineTrigger, reason: str) -> None:
+        """Disable a trigger that can no longer fire, so one bad trigger never stops a pass."""
+        log.error("routine_trigger_disabled", trigger_id=trigger.id, reason=reason)
+        try:
             await asyncio.to_thread(
                 self._store.routines.update_trigger, trigger.id, {"enabled": False}
             )
-            return None
+        except NotFoundError:
+            log.info("routine_trigger_vanished", trigger_id=trigger.id)
 
     async def _fire_trigger(self, trigger: RoutineTrigger, now: datetime) -> list[RoutineRun]:
         assert trigger.next_run_at is not None  # due triggers have one
