@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -153,3 +154,35 @@ def test_runs_as_a_process_without_database_or_server(tmp_path: Path) -> None:
         " occurs in April, June, September or November\n"
     )
     assert not home.exists()
+
+
+def test_json_output_lists_each_fire_in_utc_and_local_time(tmp_path: Path) -> None:
+    """Regression: ``--json`` used to be ignored and print the text lines."""
+    result = run(
+        tmp_path,
+        "30 2 * * *",
+        "--tz",
+        "America/New_York",
+        "--after",
+        "2026-03-07T00:00:00Z",
+        "--count",
+        "2",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "expression": "30 2 * * *",
+        "timezone": "America/New_York",
+        "fires": [
+            {
+                "utc": "2026-03-07T07:30:00Z",
+                "local": "2026-03-07T02:30:00-05:00",
+                "zone_abbreviation": "EST",
+            },
+            {
+                "utc": "2026-03-09T06:30:00Z",
+                "local": "2026-03-09T02:30:00-04:00",
+                "zone_abbreviation": "EDT",
+            },
+        ],
+    }

@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 
 import click
 
+from office_scheduler.cli.state import emit, json_option
 from office_scheduler.cron import parse_schedule
 from office_scheduler.domain.errors import InvalidInputError
 
@@ -64,6 +65,7 @@ def cron_group() -> None:
     help="Also print each fire in the zone's wall clock: after the UTC time, a space, the"
     " local ISO-8601 time with its offset, a space and the zone abbreviation.",
 )
+@json_option
 def next_command(
     expression: tuple[str, ...], timezone: str, after: str | None, count: int, local: bool
 ) -> None:
@@ -73,7 +75,8 @@ def next_command(
     wall clock of --tz; a wall-clock minute skipped by a DST change does not fire, and one
     repeated by a DST change fires once (its first occurrence). Day-of-month and day-of-week
     are ORed when both are restricted, as in crontab(5). Quote the expression (or pass its
-    five fields as separate arguments):
+    five fields as separate arguments). With --json it prints one object with the
+    expression, the zone and each fire in UTC and local time:
 
     \b
         office cron next '30 2 * * *' --tz America/New_York --local
@@ -86,9 +89,23 @@ def next_command(
         cursor = schedule.next_fire(cursor)
         fires.append(cursor)
     zone = ZoneInfo(schedule.timezone) if schedule.timezone else UTC
-    for fire in fires:
-        line = _iso_utc(fire)
-        if local:
-            wall = fire.astimezone(zone)
-            line = f"{line} {wall.isoformat(timespec='seconds')} {wall.tzname()}"
-        click.echo(line)
+    rows = [
+        {
+            "utc": _iso_utc(fire),
+            "local": fire.astimezone(zone).isoformat(timespec="seconds"),
+            "zone_abbreviation": fire.astimezone(zone).tzname(),
+        }
+        for fire in fires
+    ]
+
+    def render() -> None:
+        for row in rows:
+            line = row["utc"]
+            if local:
+                line = f"{line} {row['local']} {row['zone_abbreviation']}"
+            click.echo(line)
+
+    emit(
+        {"expression": schedule.expression, "timezone": schedule.timezone or "UTC", "fires": rows},
+        render,
+    )
