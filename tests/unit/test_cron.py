@@ -382,7 +382,10 @@ def test_never_firing_message_names_the_expression() -> None:
     )
 
 
-@pytest.mark.parametrize("zone", ["Mars/Olympus", "america/new_york ", "../etc/passwd", "/tmp"])
+@pytest.mark.parametrize(
+    "zone",
+    ["Mars/Olympus", "america/new_york ", "../etc/passwd", "/tmp", "localtime", "posixrules"],
+)
 def test_unknown_zone_is_rejected(zone: str) -> None:
     with pytest.raises(InvalidInputError) as caught:
         parse_schedule("0 0 * * *", zone)

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from functools import cache
+from importlib import resources
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim
@@ -54,10 +56,23 @@ _ONE_SECOND = timedelta(seconds=1)
 _LAST_MINUTE = time(23, 59)
 
 
+@cache
+def _iana_zone_names() -> frozenset[str]:
+    """Zone names of the IANA database shipped in ``tzdata`` (canonical and backward links).
+
+    The operating system's zoneinfo directory also holds files that are not zones of the
+    database (``localtime``, ``posixrules``) and differ from machine to machine, so the
+    accepted names come from the pinned ``tzdata`` package instead.
+    """
+    return frozenset(resources.files("tzdata").joinpath("zones").read_text().split())
+
+
 def _load_zone(name: str) -> tzinfo:
     if name in ("", "UTC"):
         return UTC
     try:
+        if name not in _iana_zone_names():
+            raise ZoneInfoNotFoundError(name)
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
         raise InvalidInputError(
