@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from office_scheduler.domain.models import Comment, Run, Task, WakeupRequest
+from office_scheduler.domain.budgets import BudgetPolicy
+from office_scheduler.domain.models import Approval, Comment, Run, Task, WakeupRequest
 from office_scheduler.domain.status import IntakeOutcome
 
 
@@ -28,6 +29,54 @@ class TaskUpdated(Event):
 
     before: Task
     after: Task
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskMoved(Event):
+    """A task's kanban state changed (a person's drag, an agent's update, an approval).
+
+    Published together with :class:`TaskUpdated` for the same change.
+
+    Attributes:
+        by: who moved it: ``user``, ``user:<name>``, ``agent:<id>`` or ``system``.
+        note: why (a reviewer's decision note), when one was given.
+        comment_id: the comment that carries ``note``, when one was posted with the move.
+    """
+
+    before: Task
+    after: Task
+    by: str = "user"
+    note: str = ""
+    comment_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskAssigned(Event):
+    """A task's assignee was set or changed on an existing task (creation is TaskCreated)."""
+
+    task: Task
+    previous_agent_id: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskArchived(Event):
+    """A task was archived (it no longer counts as actionable)."""
+
+    task: Task
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalRequested(Event):
+    """An approval was opened (by an agent, or by an agent finishing a gated task)."""
+
+    approval: Approval
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalResolved(Event):
+    """A person approved or rejected an approval."""
+
+    approval: Approval
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -56,6 +105,22 @@ class RunStarted(Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunEnded(Event):
-    """A run reached a terminal state (finished, failed, cancelled)."""
+    """A run reached a terminal state (finished, failed, cancelled): ``run.status`` says which."""
 
     run: Run
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BudgetThresholdCrossed(Event):
+    """Spend under ``policy`` reached its warn threshold (``exceeded`` false) or its limit.
+
+    ``agent_id`` is the agent whose run crossed it; ``budget_pct`` is spend as a whole
+    percent of the limit; ``period`` the period key (``YYYY-MM`` or ``lifetime``).
+    """
+
+    policy: BudgetPolicy
+    agent_id: str
+    run_id: int | None
+    period: str
+    budget_pct: int
+    exceeded: bool

@@ -13,6 +13,8 @@ from typing import Any
 from office_scheduler.domain.status import (
     AgentRole,
     AgentStatus,
+    ApprovalKind,
+    ApprovalStatus,
     AuthorKind,
     Classification,
     ErrorFamily,
@@ -45,6 +47,10 @@ class ExecutorConfig:
         timeout_s: wall-clock limit of one session, seconds.
         inactivity_timeout_s: limit on silence (no output) of one session, seconds.
         pass_env: names of variables copied from the scheduler's own environment.
+        preset: a known agent CLI (``claude``, ``codex``, ``gemini``) whose command line,
+            resume argument and MCP wiring the ``command`` executor builds when ``argv`` is
+            empty (see ``executors/presets.py``); an explicit ``argv`` wins.
+        preset_args: extra arguments the preset places before its own (model, permissions).
     """
 
     name: str
@@ -55,6 +61,8 @@ class ExecutorConfig:
     timeout_s: float = 3600.0
     inactivity_timeout_s: float = 600.0
     pass_env: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "USER")
+    preset: str | None = None
+    preset_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -171,7 +179,11 @@ class Task:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Comment:
-    """A comment on a task by a person or an agent."""
+    """A comment on a task by a person or an agent.
+
+    ``channel`` and ``external_author`` are set when it came in from a chat integration
+    (``POST /api/v1/channels/{task_id}/messages``).
+    """
 
     id: str
     task_id: str
@@ -180,6 +192,8 @@ class Comment:
     author_agent_id: str | None
     body: str
     created_at: datetime
+    channel: str | None = None
+    external_author: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -271,6 +285,8 @@ class Run:
     pid: int | None
     exit_code: int | None
     session_id: str | None
+    #: ``full`` (whole wake prompt) or ``delta`` (resume delta); ``None`` before launch.
+    prompt_kind: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -336,6 +352,30 @@ class ActivityEntry:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Approval:
+    """A decision a person makes for an agent (``generic``) or on a finished task (``task_review``).
+
+    Attributes:
+        requested_by_agent_id: the agent that asked (woken with ``approval_resolved``).
+        decided_by: who decided (``user:<token name>``), once resolved.
+        resolved_at: when it was approved or rejected (UTC), else ``None``.
+    """
+
+    id: str
+    workspace_id: str
+    kind: ApprovalKind
+    status: ApprovalStatus
+    title: str
+    body: str
+    task_id: str | None
+    requested_by_agent_id: str | None
+    decision_note: str | None
+    decided_by: str | None
+    created_at: datetime
+    resolved_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ApiToken:
     """A bearer token's stored record (only the hash of the secret is kept)."""
 
@@ -358,6 +398,11 @@ class Launch:
         env: the complete environment of the agent process (nothing else is inherited).
         cwd: absolute working directory.
         resume_session_id: external id of the session to resume, when there is one.
+        resume_cwd: working directory the resumed session was created in (agents key
+            their history by directory); None when there is nothing to resume.
+        permission_policy: the agent's permission policy (``acp``), as stored.
+        full_prompt: the full wake prompt when ``prompt`` is a resume delta; an executor
+            that has to start a new session instead of resuming sends this one.
     """
 
     run_id: int
@@ -369,15 +414,25 @@ class Launch:
     env: dict[str, str]
     cwd: str
     resume_session_id: str | None = None
+    resume_cwd: str | None = None
+    permission_policy: JSON | None = None
+    full_prompt: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Usage:
-    """Tokens and cost reported by an agent session (cost in 1/100 of a cent, USD)."""
+    """Tokens and cost reported by an agent session (cost in 1/100 of a cent, USD).
+
+    ``priced``: true when the session reported a price (even zero), false when it reported
+    tokens without one, ``None`` when unknown (then only a non-zero cost counts as priced).
+    ``model``: the model the session named, if any.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cost_subcents: int = 0
+    model: str | None = None
+    priced: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

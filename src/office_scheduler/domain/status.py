@@ -162,6 +162,37 @@ class RunReason(StrEnum):
     RETRY_STALE_ASSIGNEE = "retry_stale_assignee"
     #: A scheduled retry whose task ended (done, cancelled, archived) or vanished.
     RETRY_TASK_CANCELLED = "retry_task_cancelled"
+    #: A run carrying only ``task_children_completed`` wakes while some child is still open.
+    CHILDREN_PENDING = "children_pending"
+
+
+#: Reasons a run ends without launching because a guard or a cancellation stopped it; each
+#: such end is written to the activity log (``run_skipped`` / ``run_cancelled``). The idle
+#: skip (``no_actionable_tasks``) logs its own ``wakeup_idle_skipped`` instead.
+SKIP_OR_CANCEL_REASONS = frozenset(
+    {
+        RunReason.AGENT_PAUSED,
+        RunReason.TASK_NOT_FOUND,
+        RunReason.ASSIGNEE_CHANGED,
+        RunReason.TASK_TERMINAL,
+        RunReason.REVIEW_PARTICIPANT_CHANGED,
+        RunReason.BLOCKED,
+        RunReason.CHILDREN_PENDING,
+        RunReason.CHECKOUT_CONFLICT,
+        RunReason.BUDGET_EXCEEDED,
+        RunReason.CANCELLED_BY_USER,
+        RunReason.RETRY_STALE_ASSIGNEE,
+        RunReason.RETRY_TASK_CANCELLED,
+    }
+)
+
+
+class PermissionMode(StrEnum):
+    """An agent's tool permission policy (``permission_policy.mode``, used by ``acp``)."""
+
+    ALLOW_ALL = "allow_all"
+    DENY = "deny"
+    ALLOW_LISTED = "allow_listed"
 
 
 class ErrorFamily(StrEnum):

@@ -13,22 +13,46 @@ from typing import Any
 import structlog
 
 from office_scheduler.clock import Clock
-from office_scheduler.domain.events import CommentAdded, RunEnded, TaskCreated, TaskUpdated
+from office_scheduler.domain.events import (
+    CommentAdded,
+    RunEnded,
+    TaskArchived,
+    TaskAssigned,
+    TaskCreated,
+    TaskMoved,
+    TaskUpdated,
+)
 from office_scheduler.domain.models import Comment, Task
 from office_scheduler.domain.status import AuthorKind, RunReason, TaskState, WorkflowKind
 from office_scheduler.events.bus import EventBus
+from office_scheduler.office.approvals import ApprovalService
 from office_scheduler.store.facade import Store
 
 log = structlog.get_logger(__name__)
 
 
+def actor_name(actor_agent_id: str | None) -> str:
+    """How a change's author is named in events and the activity log (``agent:<id>``/``user``)."""
+    return "user" if actor_agent_id is None else f"agent:{actor_agent_id}"
+
+
+def _marks_done(changes: Mapping[str, Any]) -> bool:
+    return "state" in changes and changes["state"] == TaskState.DONE.value
+
+
 class OfficeService:
-    """Task and comment writes with their events."""
+    """Task and comment writes with their events.
+
+    Attributes:
+        approvals: the approval operations (request, approve, reject); they move
+            ``task_review`` tasks through this service.
+    """
 
     def __init__(self, store: Store, clock: Clock, bus: EventBus) -> None:
         self._store = store
         self._clock = clock
         self._bus = bus
+        self.approvals = ApprovalService(store, clock, bus, self)
 
     async def create_task(
         self,
@@ -78,15 +102,33 @@ class OfficeService:
     async def update_task(
         self, task_id: str, changes: Mapping[str, Any], *, actor_agent_id: str | None = None
     ) -> Task:
-        """Apply ``changes`` to a task and publish :class:`TaskUpdated` when anything changed.
+        """Apply ``changes`` to a task and publish its events when anything changed.
 
-        A new assignee cancels the previous assignee's scheduled retries of the task at once
-        (reason ``retry_stale_assignee``) and clears its leftover checkout of the task.
+        Events: :class:`TaskUpdated` always, :class:`TaskAssigned` when a new assignee was
+        set, :class:`TaskMoved` when the state changed. A new assignee cancels the previous
+        assignee's scheduled retries of the task at once (reason ``retry_stale_assignee``)
+        and clears its leftover checkout of the task.
+
+        The approval gate (specification "Subtask sequencing via blockers"): when the
+        assignee itself (``actor_agent_id``) marks a ``requires_approval`` task ``DONE``, the
+        task goes to ``IN_REVIEW`` instead, with a pending ``task_review`` approval and a
+        ``task.review`` inbox item; a person's approval later moves it to ``DONE``.
 
         Raises:
             NotFoundError: no such task, or a referenced agent/project is missing.
             InvalidInputError: an unknown or invalid field (``field`` names it).
         """
+        if actor_agent_id is not None and _marks_done(changes):
+            current = await asyncio.to_thread(self._store.office.get_task, task_id)
+            if (
+                current.requires_approval
+                and current.assignee_agent_id == actor_agent_id
+                and not current.state.is_terminal
+            ):
+                rest = {key: value for key, value in changes.items() if key != "state"}
+                if rest:
+                    await self.update_task(task_id, rest, actor_agent_id=actor_agent_id)
+                return await self.approvals.submit_task_review(task_id, agent_id=actor_agent_id)
         before, after = await asyncio.to_thread(
             self._store.office.update_task, task_id, now=self._clock.now(), changes=changes
         )
@@ -94,11 +136,82 @@ class OfficeService:
             after.assignee_agent_id != before.assignee_agent_id
         ):
             await self._cancel_retries_of(task_id, before.assignee_agent_id)
-        if before != after:
-            await self._bus.publish(
-                TaskUpdated(before=before, after=after, actor_agent_id=actor_agent_id)
-            )
+        await self.announce(before, after, actor_agent_id=actor_agent_id)
         return after
+
+    async def move_task(
+        self,
+        task_id: str,
+        state: TaskState,
+        *,
+        by: str,
+        note: str = "",
+        comment_id: str | None = None,
+    ) -> Task:
+        """Move a task to ``state`` on behalf of ``by`` (an approval decision) and announce it.
+
+        No approval gate applies: this is how a person's decision lands.
+
+        Raises:
+            NotFoundError: no such task (field ``task_id``).
+        """
+        before, after = await asyncio.to_thread(
+            self._store.office.update_task,
+            task_id,
+            now=self._clock.now(),
+            changes={"state": state.value},
+        )
+        await self.announce(before, after, by=by, note=note, comment_id=comment_id)
+        return after
+
+    async def announce(
+        self,
+        before: Task,
+        after: Task,
+        *,
+        actor_agent_id: str | None = None,
+        by: str | None = None,
+        note: str = "",
+        comment_id: str | None = None,
+    ) -> None:
+        """Publish the events of a committed task change (nothing when nothing changed).
+
+        Args:
+            before: the task before the change.
+            after: the task after it.
+            actor_agent_id: the agent that made the change, if an agent did.
+            by: who made it, for :class:`TaskMoved`; default :func:`actor_name`.
+            note: why it moved (a rejection note).
+            comment_id: the comment carrying ``note``.
+        """
+        if before == after:
+            return
+        await self._bus.publish(
+            TaskUpdated(before=before, after=after, actor_agent_id=actor_agent_id)
+        )
+        if after.assignee_agent_id is not None and after.assignee_agent_id != (
+            before.assignee_agent_id
+        ):
+            await self._bus.publish(
+                TaskAssigned(
+                    task=after,
+                    previous_agent_id=before.assignee_agent_id,
+                    actor_agent_id=actor_agent_id,
+                )
+            )
+        if after.state is not before.state:
+            await self._bus.publish(
+                TaskMoved(
+                    before=before,
+                    after=after,
+                    by=by or actor_name(actor_agent_id),
+                    note=note,
+                    comment_id=comment_id,
+                    actor_agent_id=actor_agent_id,
+                )
+            )
+        if after.archived_at is not None and before.archived_at is None:
+            await self._bus.publish(TaskArchived(task=after, actor_agent_id=actor_agent_id))
 
     async def _cancel_retries_of(self, task_id: str, agent_id: str) -> None:
         now = self._clock.now()
@@ -118,19 +231,17 @@ class OfficeService:
                 data={"reason": RunReason.RETRY_STALE_ASSIGNEE.value},
                 now=now,
             )
+            await asyncio.to_thread(self._store.runlog.log_run_skip, run, now=now)
             log.info("retry_cancelled", run_id=run.id, agent_id=agent_id, task_id=task_id)
             await self._bus.publish(RunEnded(run=run))
 
     async def archive_task(self, task_id: str, *, actor_agent_id: str | None = None) -> Task:
-        """Archive a task (it stops counting as actionable) and publish :class:`TaskUpdated`."""
+        """Archive a task (it stops counting as actionable); publishes :class:`TaskArchived`."""
         before = await asyncio.to_thread(self._store.office.get_task, task_id)
         after = await asyncio.to_thread(
             self._store.office.archive_task, task_id, now=self._clock.now()
         )
-        if before != after:
-            await self._bus.publish(
-                TaskUpdated(before=before, after=after, actor_agent_id=actor_agent_id)
-            )
+        await self.announce(before, after, actor_agent_id=actor_agent_id)
         return after
 
     async def add_blocker(
@@ -141,10 +252,7 @@ class OfficeService:
         after = await asyncio.to_thread(
             self._store.office.add_blocker, task_id, blocker_task_id, now=self._clock.now()
         )
-        if before != after:
-            await self._bus.publish(
-                TaskUpdated(before=before, after=after, actor_agent_id=actor_agent_id)
-            )
+        await self.announce(before, after, actor_agent_id=actor_agent_id)
         return after
 
     async def remove_blocker(
@@ -157,10 +265,7 @@ class OfficeService:
         """
         before = await asyncio.to_thread(self._store.office.get_task, task_id)
         after = await asyncio.to_thread(self._store.office.remove_blocker, task_id, blocker_task_id)
-        if before != after:
-            await self._bus.publish(
-                TaskUpdated(before=before, after=after, actor_agent_id=actor_agent_id)
-            )
+        await self.announce(before, after, actor_agent_id=actor_agent_id)
         return after
 
     async def add_comment(
@@ -170,8 +275,12 @@ class OfficeService:
         *,
         author_kind: AuthorKind = AuthorKind.USER,
         author_agent_id: str | None = None,
+        channel: str | None = None,
+        external_author: str | None = None,
     ) -> Comment:
         """Post a comment and publish :class:`CommentAdded`.
+
+        ``channel``/``external_author`` mark a message from a chat integration.
 
         Raises:
             NotFoundError: no such task or author agent.
@@ -184,6 +293,8 @@ class OfficeService:
             author_kind=author_kind,
             author_agent_id=author_agent_id,
             now=self._clock.now(),
+            channel=channel,
+            external_author=external_author,
         )
         task = await asyncio.to_thread(self._store.office.get_task, task_id)
         await self._bus.publish(

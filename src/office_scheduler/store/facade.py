@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from office_scheduler.store.approvals import ApprovalStore
+from office_scheduler.store.budgets import BudgetStore
 from office_scheduler.store.engine import Database, open_database
 from office_scheduler.store.listing import ListingStore
 from office_scheduler.store.office import OfficeStore
 from office_scheduler.store.queue import QueueStore
 from office_scheduler.store.routines import RoutineStore
 from office_scheduler.store.runlog import RunLogStore
+from office_scheduler.store.summaries import SummaryStore
 from office_scheduler.store.tokens import TokenStore
 
 
@@ -24,6 +27,9 @@ class Store:
     routines: RoutineStore
     tokens: TokenStore
     listing: ListingStore
+    summaries: SummaryStore
+    approvals: ApprovalStore
+    budgets: BudgetStore
 
     @classmethod
     def from_database(cls, db: Database) -> Store:
@@ -36,6 +42,9 @@ class Store:
             routines=RoutineStore(db),
             tokens=TokenStore(db),
             listing=ListingStore(db),
+            summaries=SummaryStore(db),
+            approvals=ApprovalStore(db),
+            budgets=BudgetStore(db),
         )
 
     @classmethod

@@ -9,11 +9,19 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import ConflictError, InvalidInputError, NotFoundError
-from office_scheduler.domain.models import Agent
+from office_scheduler.domain.models import Agent, Run
 from office_scheduler.domain.status import AgentRole, AgentStatus
+from office_scheduler.store.agent_rules import (
+    MANUAL_PAUSE,
+    check_reports_to,
+    end_pending_runs,
+)
+from office_scheduler.store.agent_rules import paused_reason as _paused_reason
+from office_scheduler.store.agent_rules import permission_policy as _policy
 from office_scheduler.store.engine import Database
 from office_scheduler.store.ids import new_id
 from office_scheduler.store.office_common import workspace_row
+from office_scheduler.store.queue_common import lock_agent
 from office_scheduler.store.routines import install_heartbeat
 from office_scheduler.store.rows import agent_from_row
 from office_scheduler.store.schema import agents
@@ -30,8 +38,13 @@ _AGENT_CHANGES = frozenset(
         "cooldown",
         "skip_idle_wakeups",
         "executor",
+        "reports_to",
+        "permission_policy",
+        "paused_reason",
     }
 )
+#: Statuses that mean "not paused": entering one clears ``paused_reason``.
+_RUNNING_STATUSES = frozenset({AgentStatus.IDLE, AgentStatus.WORKING})
 
 
 def _role(value: object) -> AgentRole:
@@ -92,6 +105,8 @@ class AgentMethods:
         skip_idle_wakeups: bool | None = None,
         executor: str | None = None,
         status: AgentStatus = AgentStatus.IDLE,
+        reports_to: str | None = None,
+        permission_policy: dict[str, Any] | None = None,
     ) -> Agent:
         """Create an agent in a workspace.
 
@@ -106,17 +121,21 @@ class AgentMethods:
             skip_idle_wakeups: ``None`` takes the role's default.
             executor: preferred executor name.
             status: initial status.
+            reports_to: the agent it reports to (same workspace).
+            permission_policy: ``{"mode": ..., "tools": [...]}`` or ``None``.
 
         Returns:
             The new agent.
 
         Raises:
             NotFoundError: no such workspace (field ``workspace_id``).
-            InvalidInputError: ``name``, ``role``, ``status``, ``max_concurrent_sessions`` or
-                ``cooldown_s`` is invalid (named in ``field``).
+            InvalidInputError: ``name``, ``role``, ``status``, ``max_concurrent_sessions``,
+                ``cooldown_s``, ``reports_to`` or ``permission_policy`` is invalid (named in
+                ``field``).
             ConflictError: the workspace has an agent of that name (field ``name``).
         """
         agent_role = _role(role)
+        policy = _policy(permission_policy)
         values: dict[str, Any] = {
             "name": clean_text(name, field="name"),
             "role": agent_role.value,
@@ -137,12 +156,16 @@ class AgentMethods:
             workspace_row(conn, workspace_id)
             if _name_taken(conn, workspace_id, values["name"]):
                 raise ConflictError(message, field="name")
+            values["reports_to"] = check_reports_to(
+                conn, agent_id=None, workspace_id=workspace_id, reports_to=reports_to
+            )
             conn.execute(
                 sa.insert(agents).values(
                     id=agent_id,
                     workspace_id=workspace_id,
                     created_at=now,
                     updated_at=now,
+                    permission_policy=policy,
                     **values,
                 )
             )
@@ -187,8 +210,11 @@ class AgentMethods:
 
         Allowed keys: ``name``, ``role``, ``status``, ``instructions``,
         ``max_concurrent_sessions``, ``cooldown`` (a timedelta), ``skip_idle_wakeups``
-        (``None`` resets it to the role's default) and ``executor``. A new cooldown also
-        moves the agent's ``cooldown_until`` to ``last_wakeup_finished_at + cooldown``.
+        (``None`` resets it to the role's default), ``executor``, ``reports_to`` (``None``
+        clears it), ``permission_policy`` (``None`` clears it) and ``paused_reason``. A new
+        cooldown also moves the agent's ``cooldown_until`` to ``last_wakeup_finished_at +
+        cooldown``; a status of ``idle`` or ``working`` clears ``paused_reason`` unless one
+        is given.
 
         Returns:
             The agent after the change.
@@ -196,32 +222,14 @@ class AgentMethods:
         Raises:
             NotFoundError: no such agent (field ``agent_id``).
             InvalidInputError: an unknown key or invalid value (``field`` names it; a bad
-                cooldown is reported as ``cooldown_s``).
+                cooldown is reported as ``cooldown_s``), including a ``reports_to`` that is
+                the agent itself, outside its workspace or closes a cycle.
             ConflictError: another agent of the workspace has the new name (field ``name``).
         """
         unknown = sorted(set(changes) - _AGENT_CHANGES)
         if unknown:
             raise InvalidInputError(f"unknown agent field {unknown[0]!r}", field=unknown[0])
-        values: dict[str, Any] = {}
-        if "name" in changes:
-            values["name"] = clean_text(changes["name"], field="name")
-        if "role" in changes:
-            values["role"] = _role(changes["role"]).value
-        if "status" in changes:
-            values["status"] = _status(changes["status"]).value
-        if "instructions" in changes:
-            values["instructions"] = clean_text(
-                changes["instructions"], field="instructions", required=False
-            )
-        if "max_concurrent_sessions" in changes:
-            values["max_concurrent_sessions"] = _max_sessions(changes["max_concurrent_sessions"])
-        if "cooldown" in changes:
-            values["cooldown_s"] = _cooldown_s(changes["cooldown"])
-        if "executor" in changes:
-            values["executor"] = optional_text(changes["executor"], field="executor")
-        skip = changes.get("skip_idle_wakeups")
-        if skip is not None:
-            values["skip_idle_wakeups"] = flag(skip, field="skip_idle_wakeups")
+        values = _changed_values(changes)
         message = _conflict_message(str(values.get("name", "")))
         with unique_conflict(field="name", message=message), self._db.write() as conn:
             row = _agent_row(conn, agent_id)
@@ -229,7 +237,14 @@ class AgentMethods:
                 conn, row["workspace_id"], values["name"], other_than=agent_id
             ):
                 raise ConflictError(message, field="name")
-            if "skip_idle_wakeups" in changes and skip is None:
+            if "reports_to" in changes:
+                values["reports_to"] = check_reports_to(
+                    conn,
+                    agent_id=agent_id,
+                    workspace_id=row["workspace_id"],
+                    reports_to=changes["reports_to"],
+                )
+            if "skip_idle_wakeups" in changes and changes["skip_idle_wakeups"] is None:
                 role = AgentRole(str(values.get("role", row["role"])))
                 values["skip_idle_wakeups"] = role.default_skip_idle_wakeups
             if "cooldown_s" in values:
@@ -241,3 +256,87 @@ class AgentMethods:
                 sa.update(agents).where(agents.c.id == agent_id).values(updated_at=now, **values)
             )
             return agent_from_row(_agent_row(conn, agent_id))
+
+    def change_agent_status(
+        self,
+        agent_id: str,
+        status: AgentStatus,
+        *,
+        now: datetime,
+        paused_reason: str | None = None,
+    ) -> tuple[Agent, list[Run]]:
+        """Pause, resume or stop an agent (one transaction, the agent row locked).
+
+        * ``paused``: ``paused_reason`` is set (default ``manual``; an agent already paused
+          keeps its reason, so a budget pause is not turned into a manual one); queued runs
+          wait in the queue (they are not claimed) and a run already claimed finishes with
+          reason ``agent_paused`` in the pipeline's agent guard.
+        * ``idle`` (resume): ``paused_reason`` is cleared; waiting runs become claimable.
+        * ``stopped``: queued runs and scheduled retries are cancelled with reason
+          ``agent_paused`` (returned, so the caller can publish their ends);
+          ``paused_reason`` is kept (a budget pause still needs the budget check).
+
+        Returns:
+            The agent after the change and the runs the change ended.
+
+        Raises:
+            NotFoundError: no such agent (field ``agent_id``).
+            InvalidInputError: a status other than ``paused``, ``idle`` or ``stopped``, or a
+                bad ``paused_reason``.
+        """
+        wanted = _status(status)
+        if wanted not in (AgentStatus.PAUSED, AgentStatus.IDLE, AgentStatus.STOPPED):
+            raise InvalidInputError(
+                "status must be paused, idle (resume) or stopped", field="status"
+            )
+        given = _paused_reason(paused_reason)
+        with self._db.write() as conn:
+            row = lock_agent(conn, agent_id)
+            kept = row["paused_reason"]
+            reason: str | None = None
+            if wanted is AgentStatus.PAUSED:
+                reason = kept if row["status"] == AgentStatus.PAUSED.value and kept else None
+                reason = reason or given or MANUAL_PAUSE
+            elif wanted is AgentStatus.STOPPED:
+                reason = kept
+            conn.execute(
+                sa.update(agents)
+                .where(agents.c.id == agent_id)
+                .values(status=wanted.value, paused_reason=reason, updated_at=now)
+            )
+            ended = (
+                end_pending_runs(conn, agent_id, now=now) if wanted is AgentStatus.STOPPED else []
+            )
+            return agent_from_row(_agent_row(conn, agent_id)), ended
+
+
+def _changed_values(changes: dict[str, object]) -> dict[str, Any]:
+    """Validate the changes that need no database (all but ``reports_to``)."""
+    values: dict[str, Any] = {}
+    if "name" in changes:
+        values["name"] = clean_text(changes["name"], field="name")
+    if "role" in changes:
+        values["role"] = _role(changes["role"]).value
+    if "status" in changes:
+        status = _status(changes["status"])
+        values["status"] = status.value
+        if status in _RUNNING_STATUSES:
+            values["paused_reason"] = None
+    if "paused_reason" in changes:
+        values["paused_reason"] = _paused_reason(changes["paused_reason"])
+    if "instructions" in changes:
+        values["instructions"] = clean_text(
+            changes["instructions"], field="instructions", required=False
+        )
+    if "max_concurrent_sessions" in changes:
+        values["max_concurrent_sessions"] = _max_sessions(changes["max_concurrent_sessions"])
+    if "cooldown" in changes:
+        values["cooldown_s"] = _cooldown_s(changes["cooldown"])
+    if "executor" in changes:
+        values["executor"] = optional_text(changes["executor"], field="executor")
+    if "permission_policy" in changes:
+        values["permission_policy"] = _policy(changes["permission_policy"])
+    skip = changes.get("skip_idle_wakeups")
+    if skip is not None:
+        values["skip_idle_wakeups"] = flag(skip, field="skip_idle_wakeups")
+    return values

@@ -167,8 +167,12 @@ class LinkMethods:
         author_kind: AuthorKind,
         author_agent_id: str | None,
         now: datetime,
+        channel: str | None = None,
+        external_author: str | None = None,
     ) -> Comment:
         """Add a comment to a task (the body is stored as given).
+
+        ``channel`` and ``external_author`` record a message from a chat integration.
 
         An agent comment names its author, who must belong to the task's workspace; a user
         comment names no agent.
@@ -209,6 +213,8 @@ class LinkMethods:
                     author_agent_id=author_agent_id,
                     body=body,
                     created_at=now,
+                    channel=channel,
+                    external_author=external_author,
                 )
             )
             return _comment_row_or_raise(conn, comment_id)

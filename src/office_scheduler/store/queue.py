@@ -26,6 +26,7 @@ from office_scheduler.domain.status import (
     RunStatus,
     WakeupStatus,
 )
+from office_scheduler.store.activity import activity_values, insert_activity
 from office_scheduler.store.engine import Database
 from office_scheduler.store.queue_common import get_run, lock_agent
 from office_scheduler.store.recovery import RecoveryQueries
@@ -36,6 +37,26 @@ from office_scheduler.store.schema import agents, runs, wakeup_requests
 from office_scheduler.store.sql import insert
 
 MergePolicy = Callable[[WakeRequest, Run | None], MergeDecision]
+
+
+def _coalesce_activity(
+    request: WakeRequest, request_id: int, run: Run, now: datetime
+) -> dict[str, Any]:
+    """Activity ``wakeup_coalesced``: a wake merged into an in-flight run (same transaction)."""
+    return activity_values(
+        workspace_id=request.workspace_id,
+        kind="wakeup_coalesced",
+        message=f"{request.source.value} wake merged into run {run.id}",
+        now=now,
+        agent_id=request.agent_id,
+        task_id=request.task_id,
+        run_id=run.id,
+        data={
+            "wakeup_id": request_id,
+            "source": request.source.value,
+            "coalesced_count": run.coalesced_count + 1,
+        },
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -128,6 +149,7 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             else:
                 run_id = self._merge(conn, in_flight, request, entry, decision, now=now)
                 status, outcome = WakeupStatus.COALESCED, IntakeOutcome.COALESCED
+                insert_activity(conn, _coalesce_activity(request, request_id, in_flight, now))
             conn.execute(
                 sa.update(wakeup_requests)
                 .where(wakeup_requests.c.id == request_id)

@@ -23,6 +23,7 @@ from office_scheduler.domain.status import (
     TaskState,
     WakeSource,
 )
+from office_scheduler.store.budgets import budget_blocked_clause
 from office_scheduler.store.engine import Database
 from office_scheduler.store.office_common import office_task_clause
 from office_scheduler.store.schema import (
@@ -77,7 +78,8 @@ class RecoveryQueries:
         """Assigned Office tasks whose ``task_assigned`` wake was lost, oldest first.
 
         Besides the selection of the module docstring: the assignee is ``idle`` or
-        ``working`` (paused, stopped and pending agents are skipped), no run of the task
+        ``working`` (paused, stopped and pending agents are skipped), no blocking budget of
+        the task's scopes fired its action this period, no run of the task
         (for anyone) is queued, and a task whose wake did arrive (its creation key exists)
         is re-dispatched at most ``max_redispatches`` times. The scan is bounded by the
         ``tasks(state, created_at)`` index.
@@ -178,6 +180,8 @@ def _candidates(
             agents.c.status.in_([status.value for status in CLAIMABLE_AGENT_STATUSES]),
             ~blocking,
             ~queued,
+            # "Skip if the agent's invocation budget is exhausted" (a fired blocking budget).
+            ~budget_blocked_clause(tasks.c.workspace_id, tasks.c.project_id, assignee, now=now),
             sa.or_(~key_used, redispatches < max_redispatches),
         )
         .order_by(tasks.c.created_at, tasks.c.id)

@@ -12,6 +12,7 @@ from office_scheduler.domain.models import (
     Agent,
     AgentSession,
     ApiToken,
+    Approval,
     Comment,
     ContextEntry,
     ExecutorConfig,
@@ -27,6 +28,8 @@ from office_scheduler.domain.models import (
 from office_scheduler.domain.status import (
     AgentRole,
     AgentStatus,
+    ApprovalKind,
+    ApprovalStatus,
     AuthorKind,
     Classification,
     InboxKind,
@@ -47,6 +50,7 @@ def executor_to_json(config: ExecutorConfig) -> dict[str, Any]:
     data = asdict(config)
     data["argv"] = list(config.argv)
     data["pass_env"] = list(config.pass_env)
+    data["preset_args"] = list(config.preset_args)
     return data
 
 
@@ -56,6 +60,7 @@ def executor_from_json(data: Mapping[str, Any]) -> ExecutorConfig:
     values["argv"] = tuple(values.get("argv", ()))
     if "pass_env" in values:
         values["pass_env"] = tuple(values["pass_env"])
+    values["preset_args"] = tuple(values.get("preset_args", ()))
     values["env"] = dict(values.get("env", {}))
     return ExecutorConfig(**values)
 
@@ -162,6 +167,8 @@ def comment_from_row(row: Row) -> Comment:
         author_agent_id=row["author_agent_id"],
         body=row["body"],
         created_at=row["created_at"],
+        channel=row["channel"],
+        external_author=row["external_author"],
     )
 
 
@@ -234,6 +241,7 @@ def run_from_row(row: Row) -> Run:
         pid=row["pid"],
         exit_code=row["exit_code"],
         session_id=row["session_id"],
+        prompt_kind=row.get("prompt_kind"),
     )
 
 
@@ -311,4 +319,22 @@ def token_from_row(row: Row) -> ApiToken:
         created_at=row["created_at"],
         expires_at=row["expires_at"],
         revoked_at=row["revoked_at"],
+    )
+
+
+def approval_from_row(row: Row) -> Approval:
+    """An approval from its row."""
+    return Approval(
+        id=row["id"],
+        workspace_id=row["workspace_id"],
+        kind=ApprovalKind(row["kind"]),
+        status=ApprovalStatus(row["status"]),
+        title=row["title"],
+        body=row["body"],
+        task_id=row["task_id"],
+        requested_by_agent_id=row["requested_by_agent_id"],
+        decision_note=row["decision_note"],
+        decided_by=row["decided_by"],
+        created_at=row["created_at"],
+        resolved_at=row["resolved_at"],
     )

@@ -64,6 +64,11 @@ class RunTransitions:
             )
             return result.rowcount == 1
 
+    def set_prompt_kind(self, run_id: int, kind: str) -> None:
+        """Record whether the run's prompt is ``full`` or a resume ``delta``."""
+        with self._db.write() as conn:
+            conn.execute(sa.update(runs).where(runs.c.id == run_id).values(prompt_kind=kind))
+
     def set_pid(self, run_id: int, pid: int) -> None:
         """Record the process id of the run's agent session."""
         with self._db.write() as conn:

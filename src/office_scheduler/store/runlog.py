@@ -1,6 +1,7 @@
 """Run event log, agent sessions, the workspace activity log and the inbox.
 
-Every public method is one transaction.
+Every public method is one transaction. Activity and inbox methods live in
+:mod:`~office_scheduler.store.activity` and :mod:`~office_scheduler.store.inbox`.
 """
 
 from __future__ import annotations
@@ -12,20 +13,15 @@ from typing import Any
 import sqlalchemy as sa
 
 from office_scheduler.domain.errors import NotFoundError
-from office_scheduler.domain.models import ActivityEntry, AgentSession, InboxItem, RunEvent
-from office_scheduler.domain.status import InboxKind, InboxStatus
+from office_scheduler.domain.models import AgentSession, RunEvent
+from office_scheduler.store.activity import ActivityMethods
 from office_scheduler.store.engine import Database
 from office_scheduler.store.ids import new_id
-from office_scheduler.store.pagination import Page, check_limit, decode_cursor, make_page
-from office_scheduler.store.rows import (
-    activity_from_row,
-    inbox_from_row,
-    run_event_from_row,
-    session_from_row,
-)
-from office_scheduler.store.schema import activity_log, inbox_items, run_events, sessions
-from office_scheduler.store.sql import all_rows, first_row, insert, missing_reference
-from office_scheduler.store.validation import clean_text, enum_value
+from office_scheduler.store.inbox import InboxMethods
+from office_scheduler.store.pagination import check_limit
+from office_scheduler.store.rows import run_event_from_row, session_from_row
+from office_scheduler.store.schema import run_events, sessions
+from office_scheduler.store.sql import all_rows, first_row, missing_reference
 
 #: Most run events one :meth:`RunLogStore.list_run_events` call returns.
 MAX_RUN_EVENTS = 10_000
@@ -33,11 +29,7 @@ MAX_RUN_EVENTS = 10_000
 RunEventRow = tuple[int, str, str, Mapping[str, Any], datetime]
 
 
-def _activity_key(entry: ActivityEntry) -> tuple[datetime, int]:
-    return (entry.at, entry.id)
-
-
-class RunLogStore:
+class RunLogStore(ActivityMethods, InboxMethods):
     """Append-mostly logs: run events, sessions, activity and inbox items."""
 
     def __init__(self, db: Database) -> None:
@@ -169,165 +161,3 @@ class RunLogStore:
         with self._db.read() as conn:
             row = first_row(conn, query)
             return None if row is None else session_from_row(row)
-
-    def add_activity(
-        self,
-        *,
-        workspace_id: str,
-        kind: str,
-        message: str,
-        now: datetime,
-        agent_id: str | None = None,
-        task_id: str | None = None,
-        run_id: int | None = None,
-        data: Mapping[str, Any] | None = None,
-        actor: str = "system",
-    ) -> ActivityEntry:
-        """Append an entry to a workspace's activity log.
-
-        ``actor`` says who did it: ``user``, ``agent:<id>`` or ``system`` (the scheduler).
-
-        Returns:
-            The stored entry.
-
-        Raises:
-            InvalidInputError: a blank ``kind``.
-            NotFoundError: no such workspace (field ``workspace_id``).
-        """
-        values = {
-            "workspace_id": workspace_id,
-            "at": now,
-            "kind": clean_text(kind, field="kind"),
-            "actor": clean_text(actor, field="actor"),
-            "agent_id": agent_id,
-            "task_id": task_id,
-            "run_id": run_id,
-            "message": message,
-            "data": dict(data or {}),
-        }
-        message_nf = f"workspace {workspace_id} not found"
-        with missing_reference(field="workspace_id", message=message_nf), self._db.write() as conn:
-            row = first_row(conn, sa.insert(activity_log).values(values).returning(activity_log))
-            assert row is not None
-            return activity_from_row(row)
-
-    def list_activity(
-        self,
-        workspace_id: str,
-        *,
-        kind: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> Page[ActivityEntry]:
-        """Return one page of a workspace's activity, newest first (by ``at``, then id).
-
-        Returns:
-            Up to ``limit`` entries (capped at 500) and the cursor of the next page.
-
-        Raises:
-            InvalidInputError: a bad ``limit`` or ``cursor``.
-        """
-        limit = check_limit(limit)
-        query = sa.select(activity_log).where(activity_log.c.workspace_id == workspace_id)
-        if kind is not None:
-            query = query.where(activity_log.c.kind == kind)
-        if cursor is not None:
-            before_at, before_id = decode_cursor(cursor, (datetime, int))
-            query = query.where(
-                sa.or_(
-                    activity_log.c.at < before_at,
-                    sa.and_(activity_log.c.at == before_at, activity_log.c.id < before_id),
-                )
-            )
-        query = query.order_by(activity_log.c.at.desc(), activity_log.c.id.desc()).limit(limit + 1)
-        with self._db.read() as conn:
-            found = [activity_from_row(row) for row in all_rows(conn, query)]
-        return make_page(found, limit=limit, key=_activity_key)
-
-    def add_inbox_item(
-        self,
-        *,
-        workspace_id: str,
-        kind: InboxKind,
-        title: str,
-        now: datetime,
-        body: str = "",
-        data: Mapping[str, Any] | None = None,
-        agent_id: str | None = None,
-        task_id: str | None = None,
-        approval_id: str | None = None,
-        dedupe_key: str | None = None,
-    ) -> InboxItem:
-        """Open an inbox item for the people of a workspace.
-
-        ``dedupe_key`` (e.g. ``budget_alert:<policy_id>:<period>``) makes the call idempotent:
-        when an item with that key exists, whatever its status, it is returned unchanged.
-
-        Returns:
-            The new item, status ``open`` (or the existing item of ``dedupe_key``).
-
-        Raises:
-            InvalidInputError: an unknown ``kind`` or a blank ``title``.
-            NotFoundError: no such workspace (field ``workspace_id``).
-        """
-        values = {
-            "workspace_id": workspace_id,
-            "kind": enum_value(InboxKind, kind, field="kind").value,
-            "status": InboxStatus.OPEN.value,
-            "title": clean_text(title, field="title"),
-            "body": body,
-            "data": dict(data or {}),
-            "created_at": now,
-            "agent_id": agent_id,
-            "task_id": task_id,
-            "approval_id": approval_id,
-            "dedupe_key": dedupe_key,
-        }
-        message = f"workspace {workspace_id} not found"
-        with missing_reference(field="workspace_id", message=message), self._db.write() as conn:
-            stmt = insert(conn)(inbox_items).values(**values)
-            if dedupe_key is not None:
-                stmt = stmt.on_conflict_do_nothing(index_elements=["dedupe_key"])
-            row = first_row(conn, stmt.returning(inbox_items))
-            if row is None:
-                row = first_row(
-                    conn, sa.select(inbox_items).where(inbox_items.c.dedupe_key == dedupe_key)
-                )
-            assert row is not None
-            return inbox_from_row(row)
-
-    def list_inbox(
-        self, workspace_id: str, *, status: InboxStatus | None = None
-    ) -> list[InboxItem]:
-        """Return a workspace's inbox items, newest first, optionally only one status.
-
-        Raises:
-            InvalidInputError: an unknown ``status``.
-        """
-        query = sa.select(inbox_items).where(inbox_items.c.workspace_id == workspace_id)
-        if status is not None:
-            wanted = enum_value(InboxStatus, status, field="status")
-            query = query.where(inbox_items.c.status == wanted.value)
-        query = query.order_by(inbox_items.c.created_at.desc(), inbox_items.c.id.desc())
-        with self._db.read() as conn:
-            return [inbox_from_row(row) for row in all_rows(conn, query)]
-
-    def resolve_inbox_item(self, item_id: int, *, now: datetime) -> InboxItem:
-        """Mark an inbox item resolved (idempotent: the first ``resolved_at`` is kept).
-
-        Returns:
-            The resolved item.
-
-        Raises:
-            NotFoundError: no such item (field ``item_id``).
-        """
-        with self._db.write() as conn:
-            conn.execute(
-                sa.update(inbox_items)
-                .where(inbox_items.c.id == item_id, inbox_items.c.status == InboxStatus.OPEN.value)
-                .values(status=InboxStatus.RESOLVED.value, resolved_at=now)
-            )
-            row = first_row(conn, sa.select(inbox_items).where(inbox_items.c.id == item_id))
-            if row is None:
-                raise NotFoundError(f"inbox item {item_id} not found", field="item_id")
-            return inbox_from_row(row)

@@ -1,0 +1,268 @@
+"""Approvals: agents ask, people decide (specification "Wakeup sources": ``approval_resolved``).
+
+Two kinds share one lifecycle (``pending`` → ``approved`` | ``rejected``, decided once):
+
+* ``generic`` — an agent asks a person for a decision (``office approval request``); the
+  decision wakes the requesting agent with ``approval_resolved``.
+* ``task_review`` — opened when the assignee of a ``requires_approval`` task marks it done
+  (specification "Subtask sequencing via blockers"): the task waits in ``IN_REVIEW``.
+  Approving moves it to ``DONE`` (which resolves its dependants' blockers); rejecting moves
+  it back to ``IN_PROGRESS`` with a comment holding the note, and the assignee gets a
+  ``comment`` wake carrying the rejection. The task move is the wake path for this kind.
+
+Every pending approval has an inbox item (``approval.requested`` or ``task.review``) that
+the decision resolves. Each write commits first, then its events are published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import structlog
+
+from office_scheduler.clock import Clock
+from office_scheduler.domain.errors import ConflictError
+from office_scheduler.domain.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    CommentAdded,
+    TaskMoved,
+)
+from office_scheduler.domain.models import Approval, Task
+from office_scheduler.domain.status import (
+    ApprovalKind,
+    ApprovalStatus,
+    AuthorKind,
+    InboxKind,
+    TaskState,
+)
+from office_scheduler.events.bus import EventBus
+from office_scheduler.store.facade import Store
+
+if TYPE_CHECKING:
+    from office_scheduler.office.service import OfficeService
+
+log = structlog.get_logger(__name__)
+
+_INBOX_KIND = {
+    ApprovalKind.GENERIC: InboxKind.APPROVAL_REQUESTED,
+    ApprovalKind.TASK_REVIEW: InboxKind.TASK_REVIEW,
+}
+
+
+def _requester(approval: Approval) -> str:
+    agent = approval.requested_by_agent_id
+    return "user" if agent is None else f"agent:{agent}"
+
+
+class ApprovalService:
+    """Request, approve and reject approvals; the task gate of ``requires_approval`` tasks.
+
+    Args:
+        store: the database.
+        clock: time source (UTC instants).
+        bus: where :class:`ApprovalRequested` / :class:`ApprovalResolved` are published.
+        office: the task writes (a decision on a ``task_review`` approval moves its task).
+    """
+
+    def __init__(self, store: Store, clock: Clock, bus: EventBus, office: OfficeService) -> None:
+        self._store = store
+        self._clock = clock
+        self._bus = bus
+        self._office = office
+
+    async def request(
+        self,
+        *,
+        workspace_id: str,
+        title: str,
+        body: str = "",
+        task_id: str | None = None,
+        requested_by_agent_id: str | None = None,
+    ) -> Approval:
+        """Open a ``generic`` approval with its ``approval.requested`` inbox item.
+
+        Raises:
+            InvalidInputError: a blank title (field ``title``).
+            NotFoundError: the workspace, task or agent is missing (``field`` names it).
+        """
+        approval = await asyncio.to_thread(
+            self._store.approvals.create,
+            workspace_id=workspace_id,
+            title=title,
+            body=body,
+            task_id=task_id,
+            requested_by_agent_id=requested_by_agent_id,
+            now=self._clock.now(),
+        )
+        await self._opened(approval)
+        return approval
+
+    async def submit_task_review(self, task_id: str, *, agent_id: str) -> Task:
+        """Put the task its assignee just finished in review (the ``requires_approval`` gate).
+
+        The task moves to ``IN_REVIEW`` (reviewers are woken by the move rules) with one
+        pending ``task_review`` approval; finishing it again while that approval is pending
+        opens no second one.
+
+        Returns:
+            The task, now ``IN_REVIEW``.
+
+        Raises:
+            NotFoundError: no such task (field ``task_id``).
+        """
+        before, after, approval, created = await asyncio.to_thread(
+            self._store.approvals.open_task_review,
+            task_id,
+            agent_id=agent_id,
+            now=self._clock.now(),
+        )
+        await self._office.announce(before, after, actor_agent_id=agent_id)
+        if created:
+            await self._opened(approval)
+        return after
+
+    async def approve(
+        self, approval_id: str, *, decided_by: str, decision_note: str | None = None
+    ) -> Approval:
+        """Approve a pending approval (a ``task_review`` task moves to ``DONE``).
+
+        Raises:
+            NotFoundError: no such approval (field ``approval_id``).
+            ConflictError: it was already decided (409).
+        """
+        return await self._decide(approval_id, ApprovalStatus.APPROVED, decided_by, decision_note)
+
+    async def reject(
+        self, approval_id: str, *, decided_by: str, decision_note: str | None = None
+    ) -> Approval:
+        """Reject a pending approval (a ``task_review`` task goes back to ``IN_PROGRESS``).
+
+        Raises:
+            NotFoundError: no such approval (field ``approval_id``).
+            ConflictError: it was already decided (409).
+        """
+        return await self._decide(approval_id, ApprovalStatus.REJECTED, decided_by, decision_note)
+
+    def register(self, bus: EventBus) -> None:
+        """Subscribe the review bookkeeping to ``bus``."""
+        bus.subscribe(self.on_task_moved, TaskMoved)
+
+    async def on_task_moved(self, event: TaskMoved) -> None:
+        """Close the pending review of a task someone moved out of ``IN_REVIEW`` by hand.
+
+        A move to ``DONE`` settles it as approved, any other move as rejected, decided by
+        whoever moved the task; the task itself is not moved again. Decisions made through
+        :meth:`approve`/:meth:`reject` resolve the approval before they move the task, so
+        they find nothing pending here.
+        """
+        before, after = event.before, event.after
+        if before.state is not TaskState.IN_REVIEW or after.state is TaskState.IN_REVIEW:
+            return
+        pending = await asyncio.to_thread(self._store.approvals.pending_task_reviews, after.id)
+        status = (
+            ApprovalStatus.APPROVED if after.state is TaskState.DONE else ApprovalStatus.REJECTED
+        )
+        note = f"task moved from IN_REVIEW to {after.state.value} outside the review"
+        for approval in pending:
+            try:
+                await self._decide(approval.id, status, event.by, note, land=False)
+            except ConflictError:
+                continue  # decided concurrently by a person: that decision stands
+
+    async def _opened(self, approval: Approval) -> None:
+        now = self._clock.now()
+        await asyncio.to_thread(
+            self._store.runlog.add_inbox_item,
+            workspace_id=approval.workspace_id,
+            kind=_INBOX_KIND[approval.kind],
+            title=approval.title,
+            body=approval.body,
+            data={"approval_id": approval.id, "kind": approval.kind.value},
+            now=now,
+            agent_id=approval.requested_by_agent_id,
+            task_id=approval.task_id,
+            approval_id=approval.id,
+            dedupe_key=f"approval:{approval.id}",
+        )
+        await asyncio.to_thread(
+            self._store.runlog.add_activity,
+            workspace_id=approval.workspace_id,
+            kind="approval_requested",
+            message=f"approval requested: {approval.title}",
+            now=now,
+            agent_id=approval.requested_by_agent_id,
+            task_id=approval.task_id,
+            data={"approval_id": approval.id, "kind": approval.kind.value},
+            actor=_requester(approval),
+        )
+        log.info("approval_requested", approval_id=approval.id, kind=approval.kind.value)
+        await self._bus.publish(
+            ApprovalRequested(approval=approval, actor_agent_id=approval.requested_by_agent_id)
+        )
+
+    async def _decide(
+        self,
+        approval_id: str,
+        status: ApprovalStatus,
+        decided_by: str,
+        note: str | None,
+        *,
+        land: bool = True,
+    ) -> Approval:
+        now = self._clock.now()
+        approval = await asyncio.to_thread(
+            self._store.approvals.resolve,
+            approval_id,
+            status=status,
+            decided_by=decided_by,
+            decision_note=note,
+            now=now,
+        )
+        await asyncio.to_thread(
+            self._store.runlog.add_activity,
+            workspace_id=approval.workspace_id,
+            kind=f"approval_{status.value}",
+            message=f"approval {status.value}: {approval.title}",
+            now=now,
+            agent_id=approval.requested_by_agent_id,
+            task_id=approval.task_id,
+            data={"approval_id": approval.id, "decided_by": decided_by, "note": note or ""},
+            actor=decided_by if decided_by.startswith(("agent:", "system")) else "user",
+        )
+        log.info("approval_resolved", approval_id=approval.id, status=status.value)
+        if land and approval.kind is ApprovalKind.TASK_REVIEW and approval.task_id is not None:
+            await self._land_review(approval)
+        await self._bus.publish(ApprovalResolved(approval=approval))
+        return approval
+
+    async def _land_review(self, approval: Approval) -> None:
+        """Apply a ``task_review`` decision to its task (only while the task is in review)."""
+        assert approval.task_id is not None
+        office = self._store.office
+        task = await asyncio.to_thread(office.find_task, approval.task_id)
+        if task is None:
+            return
+        by = approval.decided_by or "user"
+        note = approval.decision_note or ""
+        if approval.status is ApprovalStatus.APPROVED:
+            if task.state is TaskState.IN_REVIEW:
+                await self._office.move_task(task.id, TaskState.DONE, by=by, note=note)
+            return
+        body = f"Changes requested by {by}: {note}" if note else f"Changes requested by {by}."
+        comment = await asyncio.to_thread(
+            office.add_comment,
+            task_id=task.id,
+            body=body,
+            author_kind=AuthorKind.USER,
+            author_agent_id=None,
+            now=self._clock.now(),
+        )
+        if task.state is TaskState.IN_REVIEW:
+            # The move's ``comment`` wake (key ``comment:<id>``) carries the rejection; the
+            # comment event below then finds its key taken and wakes nobody a second time.
+            task = await self._office.move_task(
+                task.id, TaskState.IN_PROGRESS, by=by, note=note, comment_id=comment.id
+            )
+        await self._bus.publish(CommentAdded(comment=comment, task=task))

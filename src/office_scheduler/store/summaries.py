@@ -1,0 +1,297 @@
+"""Continuation summaries, the inputs their builder reads, and prompt bookkeeping.
+
+One current summary row per (agent, scope), no history (specification "Continuation
+summary"). The reads here feed :mod:`office_scheduler.summary` (activity counts, active
+blockers) and the resume delta (the prior prompt's snapshot, decided approvals). Every
+public method is one transaction.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from office_scheduler.domain.errors import InvalidInputError
+from office_scheduler.domain.status import (
+    ACTIONABLE_TASK_STATES,
+    TERMINAL_TASK_STATES,
+    AgentRole,
+    InboxKind,
+    RunStatus,
+    TaskState,
+)
+from office_scheduler.domain.summaries import (
+    ActiveBlocker,
+    ActivityStats,
+    ApprovalDecision,
+    ContinuationSummary,
+)
+from office_scheduler.store.engine import Database
+from office_scheduler.store.schema import (
+    agents,
+    approvals,
+    continuation_summaries,
+    inbox_items,
+    run_events,
+    runs,
+    task_blockers,
+    tasks,
+)
+from office_scheduler.store.sql import Row, all_rows, first_row, insert
+
+#: Largest summary body stored, in UTF-8 bytes (specification: "capped at 8 KB").
+MAX_SUMMARY_BYTES = 8192
+#: Run event kind whose data holds the snapshot of what a prompt showed.
+PROMPT_EVENT = "prompt_built"
+#: How many of a run's first events are searched for its ``prompt_built`` event.
+_PROMPT_EVENT_WINDOW = 500
+
+_TERMINAL = [state.value for state in TERMINAL_TASK_STATES]
+_BUDGET_KINDS = [InboxKind.BUDGET_ALERT.value, InboxKind.BUDGET_EXCEEDED.value]
+
+
+def _summary_from_row(row: Row) -> ContinuationSummary:
+    return ContinuationSummary(
+        agent_id=row["agent_id"],
+        scope=row["scope"],
+        content=row["content"],
+        content_tokens=row["content_tokens"],
+        updated_at=row["updated_at"],
+        updated_by_run_id=row["updated_by_run_id"],
+    )
+
+
+def _count(conn: Connection, table: sa.Table, *where: Any) -> int:
+    query = sa.select(sa.func.count()).select_from(table).where(*where)
+    return int(conn.execute(query).scalar_one())
+
+
+def _managed_agent_ids(conn: Connection, agent_id: str) -> list[str]:
+    """The agent, the agents reporting to it, and for coordinators the unmanaged agents."""
+    me = first_row(conn, sa.select(agents).where(agents.c.id == agent_id))
+    if me is None:
+        return []
+    managed = agents.c.reports_to == agent_id
+    if AgentRole(me["role"]).is_coordinator:
+        managed = sa.or_(managed, agents.c.reports_to.is_(None))
+    query = sa.select(agents.c.id).where(agents.c.workspace_id == me["workspace_id"], managed)
+    return sorted({agent_id, *(str(ident) for ident in conn.execute(query).scalars())})
+
+
+class SummaryStore:
+    """Continuation summaries and the queries their builder and the resume delta need."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def get_summary(self, agent_id: str, scope: str) -> ContinuationSummary | None:
+        """Return the current summary of ``(agent, scope)``, or ``None``."""
+        query = sa.select(continuation_summaries).where(
+            continuation_summaries.c.agent_id == agent_id,
+            continuation_summaries.c.scope == scope,
+        )
+        with self._db.read() as conn:
+            row = first_row(conn, query)
+            return None if row is None else _summary_from_row(row)
+
+    def upsert_summary(
+        self,
+        *,
+        agent_id: str,
+        scope: str,
+        content: str,
+        content_tokens: int,
+        run_id: int | None,
+        now: datetime,
+    ) -> ContinuationSummary:
+        """Replace the summary of ``(agent, scope)`` (one current row, no history).
+
+        Returns:
+            The stored summary.
+
+        Raises:
+            InvalidInputError: ``content`` is over 8 KB of UTF-8 (field ``content``) or the
+                scope is blank or over 200 characters (field ``scope``).
+        """
+        if len(content.encode("utf-8")) > MAX_SUMMARY_BYTES:
+            raise InvalidInputError("summary is over 8 KB", field="content")
+        if not scope.strip() or len(scope) > 200:
+            raise InvalidInputError("scope must be 1..200 characters", field="scope")
+        values = {
+            "content": content,
+            "content_tokens": content_tokens,
+            "updated_at": now,
+            "updated_by_run_id": run_id,
+        }
+        with self._db.write() as conn:
+            stmt = insert(conn)(continuation_summaries).values(
+                agent_id=agent_id, scope=scope, **values
+            )
+            stmt = stmt.on_conflict_do_update(index_elements=["agent_id", "scope"], set_=values)
+            conn.execute(stmt)
+            row = first_row(
+                conn,
+                sa.select(continuation_summaries).where(
+                    continuation_summaries.c.agent_id == agent_id,
+                    continuation_summaries.c.scope == scope,
+                ),
+            )
+            assert row is not None
+            return _summary_from_row(row)
+
+    def activity_stats(
+        self, workspace_id: str, *, since: datetime, until: datetime
+    ) -> ActivityStats:
+        """Count the workspace's activity in ``(since, until]`` (see :class:`ActivityStats`).
+
+        ``open_tasks`` counts the actionable tasks at the time of the query.
+        """
+        window_tasks = (tasks.c.updated_at > since, tasks.c.updated_at <= until)
+        window_inbox = (inbox_items.c.created_at > since, inbox_items.c.created_at <= until)
+        with self._db.read() as conn:
+            return ActivityStats(
+                since=since,
+                until=until,
+                completed_tasks=_count(
+                    conn,
+                    tasks,
+                    tasks.c.workspace_id == workspace_id,
+                    tasks.c.state == TaskState.DONE.value,
+                    *window_tasks,
+                ),
+                failed_runs=_count(
+                    conn,
+                    runs,
+                    runs.c.workspace_id == workspace_id,
+                    runs.c.status == RunStatus.FAILED.value,
+                    runs.c.finished_at > since,
+                    runs.c.finished_at <= until,
+                ),
+                agent_error_escalations=_count(
+                    conn,
+                    inbox_items,
+                    inbox_items.c.workspace_id == workspace_id,
+                    inbox_items.c.kind == InboxKind.AGENT_ERROR.value,
+                    *window_inbox,
+                ),
+                budget_signals=_count(
+                    conn,
+                    inbox_items,
+                    inbox_items.c.workspace_id == workspace_id,
+                    inbox_items.c.kind.in_(_BUDGET_KINDS),
+                    *window_inbox,
+                ),
+                open_tasks=_count(
+                    conn,
+                    tasks,
+                    tasks.c.workspace_id == workspace_id,
+                    tasks.c.state.in_([state.value for state in ACTIONABLE_TASK_STATES]),
+                    tasks.c.archived_at.is_(None),
+                ),
+            )
+
+    def active_blockers(self, agent_id: str, *, limit: int = 20) -> list[ActiveBlocker]:
+        """Stuck tasks of the agents ``agent_id`` manages, oldest change first.
+
+        Managed agents: the agent itself, the agents whose ``reports_to`` is it, and, when
+        it is a ``ceo``/``coordinator``, every agent that reports to nobody. A task is stuck
+        when it is unarchived and ``BLOCKED``, or open with at least one open blocker (a
+        blocker task not ``DONE``/``CANCELLED``). Order: ``updated_at``, then id.
+        """
+        blocker = tasks.alias("blocker")
+        open_blocker = (
+            sa.select(task_blockers.c.task_id)
+            .join(blocker, blocker.c.id == task_blockers.c.blocker_task_id)
+            .where(blocker.c.state.not_in(_TERMINAL))
+        )
+        with self._db.read() as conn:
+            managed = _managed_agent_ids(conn, agent_id)
+            query = (
+                sa.select(tasks)
+                .where(
+                    tasks.c.assignee_agent_id.in_(managed),
+                    tasks.c.archived_at.is_(None),
+                    sa.or_(
+                        tasks.c.state == TaskState.BLOCKED.value,
+                        sa.and_(tasks.c.state.not_in(_TERMINAL), tasks.c.id.in_(open_blocker)),
+                    ),
+                )
+                .order_by(tasks.c.updated_at, tasks.c.id)
+                .limit(limit)
+            )
+            stuck = all_rows(conn, query)
+            waiting: dict[str, list[str]] = defaultdict(list)
+            if stuck:
+                titles = (
+                    sa.select(task_blockers.c.task_id, blocker.c.title)
+                    .join(blocker, blocker.c.id == task_blockers.c.blocker_task_id)
+                    .where(
+                        task_blockers.c.task_id.in_([row["id"] for row in stuck]),
+                        blocker.c.state.not_in(_TERMINAL),
+                    )
+                    .order_by(task_blockers.c.task_id, blocker.c.title, blocker.c.id)
+                )
+                for task_id, title in conn.execute(titles):
+                    waiting[task_id].append(title)
+        return [
+            ActiveBlocker(
+                task_id=row["id"],
+                title=row["title"],
+                state=row["state"],
+                assignee_agent_id=row["assignee_agent_id"],
+                waiting_on=tuple(waiting[row["id"]]),
+                since=row["updated_at"],
+            )
+            for row in stuck
+        ]
+
+    def prompt_snapshot(self, run_id: int) -> dict[str, Any] | None:
+        """The ``snapshot`` of the newest ``prompt_built`` event of a run, or ``None``.
+
+        Only the run's first 500 events are searched (the prompt is built before launch).
+        """
+        first = (
+            sa.select(run_events.c.id)
+            .where(run_events.c.run_id == run_id)
+            .order_by(run_events.c.id)
+            .limit(_PROMPT_EVENT_WINDOW)
+            .subquery()
+        )
+        query = (
+            sa.select(run_events.c.data)
+            .where(run_events.c.id.in_(sa.select(first.c.id)), run_events.c.kind == PROMPT_EVENT)
+            .order_by(run_events.c.id.desc())
+            .limit(1)
+        )
+        with self._db.read() as conn:
+            data = conn.execute(query).scalar()
+        snapshot = dict(data or {}).get("snapshot")
+        return dict(snapshot) if isinstance(snapshot, dict) else None
+
+    def decided_approvals(self, task_id: str, *, since: datetime) -> list[ApprovalDecision]:
+        """Approvals of a task decided after ``since``, oldest decision first."""
+        query = (
+            sa.select(approvals)
+            .where(
+                approvals.c.task_id == task_id,
+                approvals.c.resolved_at.is_not(None),
+                approvals.c.resolved_at > since,
+            )
+            .order_by(approvals.c.resolved_at, approvals.c.id)
+        )
+        with self._db.read() as conn:
+            return [
+                ApprovalDecision(
+                    approval_id=row["id"],
+                    title=row["title"],
+                    status=row["status"],
+                    decision_note=row["decision_note"],
+                    decided_by=row["decided_by"],
+                    resolved_at=row["resolved_at"],
+                )
+                for row in all_rows(conn, query)
+            ]
