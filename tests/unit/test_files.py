@@ -283,6 +283,80 @@ def test_demo_office_round_trip(store: Store, tmp_path: Path, now: datetime) -> 
     assert load_config(export_config(store, workspace_id, tmp_path / "out")) == original
 
 
+def test_agent_settings_round_trip_losslessly(
+    store: Store, config_dir: Path, tmp_path: Path, now: datetime
+) -> None:
+    write(
+        config_dir,
+        {
+            "agents/coder.yml": CODER_YML
+            + "reports_to: lead\n"
+            + "permission_policy: {mode: allow_listed, tools: [bash, read]}\n"
+            + "status: paused\npaused_reason: budget_exceeded\nskip_idle_wakeups: false\n",
+            "agents/tester.yml": "role: reviewer\nreports_to: coder\n"
+            + "permission_policy: {mode: deny}\nstatus: stopped\n",
+        },
+    )
+    original = load_config(config_dir)
+    coder = next(a for a in original.agents if a.name == "coder")
+    assert coder.permission_policy == {"mode": "allow_listed", "tools": ["bash", "read"]}
+    assert (coder.reports_to, coder.paused_reason) == ("lead", "budget_exceeded")
+    workspace_id = apply_import(store, plan_import(store, original), now)
+    stored = store.office.find_agent_by_name(workspace_id, "coder")
+    lead = store.office.find_agent_by_name(workspace_id, "lead")
+    assert stored is not None
+    assert lead is not None
+    assert (stored.reports_to, stored.status, stored.paused_reason) == (
+        lead.id,
+        AgentStatus.PAUSED,
+        "budget_exceeded",
+    )
+
+    exported = load_config(export_config(store, workspace_id, tmp_path / "exported"))
+    assert replace(exported, routines=()) == original
+    assert not plan_import(store, exported).has_changes
+
+    # Reversing a reporting line in the files is applied without a transient cycle.
+    flipped = replace(
+        original,
+        agents=tuple(
+            replace(a, reports_to={"lead": "coder", "coder": None}.get(a.name, a.reports_to))
+            for a in original.agents
+        ),
+    )
+    plan = plan_import(store, flipped)
+    assert actions(plan)[("agent", "lead")] == (Action.UPDATE, ("reports_to",))
+    apply_import(store, plan, now)
+    assert not plan_import(store, flipped).has_changes
+
+
+@pytest.mark.parametrize(
+    ("files", "field"),
+    [
+        (
+            {"agents/coder.yml": "role: worker\nreports_to: nobody\n"},
+            "agents/coder.yml: reports_to",
+        ),
+        ({"agents/coder.yml": "role: worker\nreports_to: coder\n"}, "agents/coder.yml: reports_to"),
+        (
+            {"agents/coder.yml": "role: worker\npermission_policy: {mode: maybe}\n"},
+            "agents/coder.yml: permission_policy.mode",
+        ),
+        (
+            {"agents/coder.yml": "role: worker\npermission_policy: {mode: deny, tools: [x]}\n"},
+            "agents/coder.yml: permission_policy.tools",
+        ),
+    ],
+)
+def test_agent_setting_errors_name_file_and_key(
+    config_dir: Path, files: dict[str, str], field: str
+) -> None:
+    write(config_dir, files)
+    with pytest.raises(InvalidInputError) as caught:
+        load_config(config_dir)
+    assert caught.value.field == field
+
+
 def test_export_refuses_a_non_empty_directory(
     store: Store, config_dir: Path, tmp_path: Path, now: datetime
 ) -> None:

@@ -12,6 +12,7 @@ import yaml
 from office_scheduler.domain.errors import ConflictError
 from office_scheduler.domain.models import ExecutorConfig
 from office_scheduler.domain.routines import Routine, RoutineTrigger, RoutineVariable, TriggerKind
+from office_scheduler.files.budgets import budgets_data
 from office_scheduler.files.routines import trigger_order
 from office_scheduler.store.facade import Store
 
@@ -56,6 +57,8 @@ def _executor_data(config: ExecutorConfig) -> dict[str, Any]:
         "timeout_s": _number(config.timeout_s),
         "inactivity_timeout_s": _number(config.inactivity_timeout_s),
         "pass_env": list(config.pass_env),
+        **({"preset": config.preset} if config.preset else {}),
+        **({"preset_args": list(config.preset_args)} if config.preset_args else {}),
     }
 
 
@@ -144,10 +147,13 @@ def export_config(store: Store, workspace_id: str, directory: Path | str) -> Pat
                 "default_executor": settings.default_executor,
             },
             "executors": {name: _executor_data(cfg) for name, cfg in settings.executors.items()},
+            "budgets": budgets_data(store, workspace_id),
         },
     )
     taken: set[str] = set()
-    for agent in office.list_agents(workspace_id):
+    all_agents = office.list_agents(workspace_id)
+    names = {agent.id: agent.name for agent in all_agents}
+    for agent in all_agents:
         data: dict[str, Any] = {
             "name": agent.name,
             "role": agent.role.value,
@@ -157,7 +163,11 @@ def export_config(store: Store, workspace_id: str, directory: Path | str) -> Pat
             "cooldown_s": _number(agent.cooldown.total_seconds()),
             "skip_idle_wakeups": agent.skip_idle_wakeups,
             "executor": agent.executor,
+            "reports_to": names.get(agent.reports_to or ""),
+            "permission_policy": agent.permission_policy,
         }
+        if agent.paused_reason is not None:
+            data["paused_reason"] = agent.paused_reason
         _write(root / "agents" / f"{_slug(agent.name, taken)}.yml", data)
     taken.clear()
     for project in office.list_projects(workspace_id):

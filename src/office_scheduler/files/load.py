@@ -6,13 +6,17 @@ import sys
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.domain.models import ExecutorConfig, WorkspaceSettings
 from office_scheduler.domain.status import AgentRole, AgentStatus
+from office_scheduler.executors.presets import PRESET_NAMES
+from office_scheduler.files.budgets import check_budget_names, load_budgets
 from office_scheduler.files.fields import Fields, read_yaml
 from office_scheduler.files.model import AgentSpec, OfficeConfig, ProjectSpec, RoutineSpec
 from office_scheduler.files.routines import load_routine
+from office_scheduler.store.agent_rules import permission_policy
 
 EXECUTOR_KINDS = ("command", "acp")
 _DEFAULT_PASS_ENV = ExecutorConfig(name="default").pass_env
@@ -46,10 +50,14 @@ def _executor(name: str, data: object, root: Path) -> ExecutorConfig:
         timeout_s=spec.number("timeout_s", 3600.0, minimum=1),
         inactivity_timeout_s=spec.number("inactivity_timeout_s", 600.0, minimum=1),
         pass_env=spec.strings("pass_env", _DEFAULT_PASS_ENV),
+        preset=spec.optional_text("preset"),
+        preset_args=spec.strings("preset_args"),
     )
     spec.done()
-    if kind == "command" and not argv:
-        raise spec.error("argv", "a command executor needs a non-empty argv")
+    if config.preset is not None and config.preset not in PRESET_NAMES:
+        raise spec.error("preset", f"must be one of {', '.join(PRESET_NAMES)}")
+    if kind == "command" and not argv and config.preset is None:
+        raise spec.error("argv", "a command executor needs a non-empty argv or a preset")
     return config
 
 
@@ -65,9 +73,39 @@ def _agent(path: Path, where: str) -> AgentSpec:
         skip_idle_wakeups=spec.boolean("skip_idle_wakeups", role.default_skip_idle_wakeups),
         executor=spec.optional_text("executor"),
         status=AgentStatus(spec.choice("status", AgentStatus, AgentStatus.IDLE.value)),
+        reports_to=spec.optional_text("reports_to"),
+        permission_policy=_permission_policy(spec),
+        paused_reason=spec.optional_text("paused_reason"),
     )
     spec.done()
     return agent
+
+
+def _permission_policy(spec: Fields) -> dict[str, Any] | None:
+    try:
+        return permission_policy(spec.get("permission_policy"))
+    except InvalidInputError as exc:
+        key = exc.field or "permission_policy"
+        raise spec.error(key, exc.message.removeprefix(f"{key} ").strip()) from None
+
+
+def _check_reports_to(agents: Sequence[AgentSpec], wheres: Sequence[str]) -> None:
+    """``reports_to`` names another agent of the config and never closes a cycle."""
+    boss = {agent.name: agent.reports_to for agent in agents}
+    for agent, where in zip(agents, wheres, strict=True):
+        if agent.reports_to is None:
+            continue
+        field = f"{where}: reports_to"
+        if agent.reports_to not in boss:
+            message = f"{field}: agent {agent.reports_to!r} is not defined in agents/"
+            raise InvalidInputError(message, field=field)
+        seen: set[str] = set()
+        current: str | None = agent.reports_to
+        while current is not None and current not in seen:
+            if current == agent.name:
+                raise InvalidInputError(f"{field}: makes a reporting cycle", field=field)
+            seen.add(current)
+            current = boss.get(current)
 
 
 def _project(path: Path, where: str, root: Path) -> ProjectSpec:
@@ -148,6 +186,7 @@ def load_config(directory: Path | str) -> OfficeConfig:
         executors=executors,
     )
     values.done()
+    budgets = load_budgets(office.get("budgets"))
     office.done()
     if settings.default_executor is not None and settings.default_executor not in executors:
         raise values.error(
@@ -158,6 +197,7 @@ def load_config(directory: Path | str) -> OfficeConfig:
     project_files = _entity_files(root, "projects")
     projects = [_project(path, where, root) for path, where in project_files]
     _unique([(a.name, w) for a, (_, w) in zip(agents, agent_files, strict=True)], "agent")
+    _check_reports_to(agents, [where for _, where in agent_files])
     _unique([(p.name, w) for p, (_, w) in zip(projects, project_files, strict=True)], "project")
     named = [
         *((a.executor, w) for a, (_, w) in zip(agents, agent_files, strict=True)),
@@ -175,6 +215,7 @@ def load_config(directory: Path | str) -> OfficeConfig:
         if routine.assignee is not None and routine.assignee not in agent_names:
             message = f"{where}: assignee: agent {routine.assignee!r} is not defined in agents/"
             raise InvalidInputError(message, field=f"{where}: assignee")
+    check_budget_names(budgets, agent_names, (project.name for project in projects))
     return OfficeConfig(
         name=name,
         description=description,
@@ -182,4 +223,5 @@ def load_config(directory: Path | str) -> OfficeConfig:
         agents=tuple(sorted(agents, key=lambda a: a.name)),
         projects=tuple(sorted(projects, key=lambda p: p.name)),
         routines=tuple(sorted(routines, key=lambda r: (r.name, r.assignee or ""))),
+        budgets=budgets,
     )

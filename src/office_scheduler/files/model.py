@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
+from office_scheduler.domain.budgets import BudgetAction, BudgetPeriod, BudgetScope
 from office_scheduler.domain.models import WorkspaceSettings
 from office_scheduler.domain.routines import (
     CatchUpPolicy,
@@ -20,7 +22,12 @@ from office_scheduler.domain.status import AgentRole, AgentStatus
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AgentSpec:
-    """One agent as configured in ``agents/<name>.yml`` (role defaults already applied)."""
+    """One agent as configured in ``agents/<name>.yml`` (role defaults already applied).
+
+    ``reports_to`` is the *name* of another agent of the same config; ``permission_policy``
+    is ``{"mode": ..., "tools": [...]}`` (normalised) or ``None``; ``paused_reason`` is kept
+    so that a budget pause survives an export and re-import.
+    """
 
     name: str
     role: AgentRole
@@ -30,6 +37,9 @@ class AgentSpec:
     skip_idle_wakeups: bool = True
     executor: str | None = None
     status: AgentStatus = AgentStatus.IDLE
+    reports_to: str | None = None
+    permission_policy: dict[str, Any] | None = None
+    paused_reason: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -80,6 +90,31 @@ class RoutineSpec:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class BudgetSpec:
+    """One entry of ``office.yml``'s ``budgets`` list (money in whole cents).
+
+    ``name`` is the agent or project name (``None`` for the workspace).
+    """
+
+    scope: BudgetScope
+    name: str | None = None
+    limit_cents: int
+    period: BudgetPeriod = BudgetPeriod.MONTHLY
+    alert_pct: int = 80
+    on_exceed: BudgetAction = BudgetAction.PAUSE_AGENT
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(scope, name)``: what an import matches a stored policy by."""
+        return (self.scope.value, self.name or "")
+
+    @property
+    def label(self) -> str:
+        """``workspace``, ``agent <name>`` or ``project <name>``."""
+        return self.scope.value if self.name is None else f"{self.scope.value} {self.name}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class OfficeConfig:
     """A whole office: the workspace, its settings and executors, agents, projects, routines.
 
@@ -92,6 +127,7 @@ class OfficeConfig:
     agents: tuple[AgentSpec, ...] = ()
     projects: tuple[ProjectSpec, ...] = ()
     routines: tuple[RoutineSpec, ...] = ()
+    budgets: tuple[BudgetSpec, ...] = ()
 
 
 class Action(StrEnum):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.models import Agent, Project, WorkspaceSettings
+from office_scheduler.files.budgets import apply_budgets, plan_budgets
 from office_scheduler.files.model import (
     Action,
     AgentSpec,
@@ -39,6 +40,7 @@ def _settings_diff(old: WorkspaceSettings, new: WorkspaceSettings) -> list[str]:
 
 
 def _agent_values(spec: AgentSpec) -> dict[str, object]:
+    """The store values of an agent file, but ``reports_to`` (a name, resolved later)."""
     return {
         "role": spec.role,
         "status": spec.status,
@@ -47,6 +49,8 @@ def _agent_values(spec: AgentSpec) -> dict[str, object]:
         "cooldown": timedelta(seconds=spec.cooldown_s),
         "skip_idle_wakeups": spec.skip_idle_wakeups,
         "executor": spec.executor,
+        "permission_policy": spec.permission_policy,
+        "paused_reason": spec.paused_reason,
     }
 
 
@@ -55,12 +59,16 @@ _CONFIG_KEYS = {"cooldown": "cooldown_s"}
 _STORE_KEYS = {config: store for store, config in _CONFIG_KEYS.items()}
 
 
-def _agent_diff(agent: Agent, spec: AgentSpec) -> list[str]:
-    return [
+def _agent_diff(agent: Agent, spec: AgentSpec, names: dict[str, str]) -> list[str]:
+    """Config keys whose value differs; ``names`` maps agent ids to names."""
+    changed = [
         _CONFIG_KEYS.get(key, key)
         for key, value in _agent_values(spec).items()
         if getattr(agent, key) != value
     ]
+    if names.get(agent.reports_to or "") != spec.reports_to:
+        changed.append("reports_to")
+    return changed
 
 
 def _project_values(spec: ProjectSpec) -> dict[str, object]:
@@ -98,11 +106,16 @@ def plan_import(store: Store, config: OfficeConfig) -> ImportPlan:
         fields = ["description"] if workspace.description != config.description else []
         fields += _settings_diff(workspace.settings, config.settings)
         changes.append(_change("workspace", config.name, fields))
+    names = (
+        {}
+        if workspace is None
+        else {agent.id: agent.name for agent in office.list_agents(workspace.id)}
+    )
     for agent_spec in config.agents:
         agent = (
             None if workspace is None else office.find_agent_by_name(workspace.id, agent_spec.name)
         )
-        diff = None if agent is None else _agent_diff(agent, agent_spec)
+        diff = None if agent is None else _agent_diff(agent, agent_spec, names)
         changes.append(_change("agent", agent_spec.name, diff))
     for project_spec in config.projects:
         project = (
@@ -114,6 +127,7 @@ def plan_import(store: Store, config: OfficeConfig) -> ImportPlan:
         changes.append(_change("project", project_spec.name, diff))
     workspace_id = None if workspace is None else workspace.id
     changes += plan_routines(store, workspace_id, config.routines)
+    changes += plan_budgets(store, workspace_id, config.budgets)
     return ImportPlan(
         config=config,
         workspace_id=None if workspace is None else workspace.id,
@@ -128,6 +142,33 @@ def apply_import(store: Store, plan: ImportPlan, now: datetime) -> str:
     show them.
     """
     return run_import(store, plan, now).workspace_id
+
+
+def _apply_reports_to(
+    store: Store,
+    workspace_id: str,
+    specs: Sequence[AgentSpec],
+    by_key: dict[tuple[str, str], Change],
+    now: datetime,
+) -> None:
+    """Set ``reports_to`` once every agent exists (a file may name one created later).
+
+    Links are cleared first, then set, so a config that reverses a reporting line never
+    meets a transient cycle.
+    """
+    office = store.office
+    ids = {agent.name: agent.id for agent in office.list_agents(workspace_id)}
+    todo = []
+    for spec in specs:
+        change = by_key[("agent", spec.name)]
+        created = change.action is Action.CREATE and spec.reports_to is not None
+        if created or "reports_to" in change.fields:
+            todo.append(spec)
+    for spec in todo:
+        office.update_agent(ids[spec.name], now=now, reports_to=None)
+    for spec in todo:
+        if spec.reports_to is not None:
+            office.update_agent(ids[spec.name], now=now, reports_to=ids[spec.reports_to])
 
 
 def run_import(store: Store, plan: ImportPlan, now: datetime) -> ImportResult:
@@ -179,13 +220,24 @@ def run_import(store: Store, plan: ImportPlan, now: datetime) -> ImportResult:
                 skip_idle_wakeups=agent_spec.skip_idle_wakeups,
                 executor=agent_spec.executor,
                 status=agent_spec.status,
+                permission_policy=agent_spec.permission_policy,
             )
+            if agent_spec.paused_reason is not None:
+                created = office.find_agent_by_name(workspace_id, agent_spec.name)
+                assert created is not None
+                office.update_agent(created.id, now=now, paused_reason=agent_spec.paused_reason)
         elif change.action is Action.UPDATE:
             agent = office.find_agent_by_name(workspace_id, agent_spec.name)
             if agent is None:
                 raise NotFoundError(f"agent {agent_spec.name!r} not found", field="agent")
-            changes = {_STORE_KEYS.get(k, k): values[_STORE_KEYS.get(k, k)] for k in change.fields}
-            office.update_agent(agent.id, now=now, **changes)
+            changes = {
+                _STORE_KEYS.get(k, k): values[_STORE_KEYS.get(k, k)]
+                for k in change.fields
+                if k != "reports_to"
+            }
+            if changes:
+                office.update_agent(agent.id, now=now, **changes)
+    _apply_reports_to(store, workspace_id, config.agents, by_key, now)
     for project_spec in config.projects:
         change = by_key[("project", project_spec.name)]
         if project_spec.directory is not None:
@@ -210,4 +262,5 @@ def run_import(store: Store, plan: ImportPlan, now: datetime) -> ImportResult:
             )
     routine_changes = [change for change in plan.changes if change.kind == "routine"]
     webhooks = apply_routines(store, workspace_id, config.routines, routine_changes, now)
+    apply_budgets(store, workspace_id, config.budgets, now)
     return ImportResult(workspace_id=workspace_id, new_webhooks=tuple(webhooks))
