@@ -7,9 +7,8 @@ from typing import Any
 
 import click
 
-from office_scheduler.cli.client import api, workspace_id
+from office_scheduler.cli.client import api
 from office_scheduler.cli.state import CliError, details, emit, json_option, state, table
-from office_scheduler.cli.tasks import WORKSPACE_OPTION
 from office_scheduler.domain.status import RunStatus, WakeSource, WakeupStatus
 
 RUN_COLUMNS = [
@@ -51,13 +50,6 @@ WAKEUP_COLUMNS = [
     ("status", "status"),
     ("run", "run_id"),
     ("requested", "requested_at"),
-]
-AGENT_COLUMNS = [
-    ("id", "id"),
-    ("name", "name"),
-    ("role", "role"),
-    ("status", "status"),
-    ("executor", "executor"),
 ]
 
 
@@ -210,32 +202,6 @@ def wakeups_show(wakeup_id: str) -> None:
     with api() as client:
         item = client.get(f"/wakeups/{wakeup_id}")
     emit(item, lambda: click.echo(details(item, list(item))))
-
-
-@click.group("agent")
-def agent_group() -> None:
-    """Inspect agents."""
-
-
-@agent_group.command("list")
-@WORKSPACE_OPTION
-@json_option
-def agent_list(workspace: str | None) -> None:
-    """List the agents of a workspace."""
-    with api() as client:
-        space = workspace_id(client, workspace)
-        agents = client.collect(f"/workspaces/{space}/agents", limit=1000)
-    emit(agents, lambda: click.echo(table(agents, AGENT_COLUMNS)))
-
-
-@agent_group.command("show")
-@click.argument("agent_id")
-@json_option
-def agent_show(agent_id: str) -> None:
-    """Show one agent."""
-    with api() as client:
-        agent = client.get(f"/agents/{agent_id}")
-    emit(agent, lambda: click.echo(details(agent, list(agent))))
 
 
 @click.group("workspace")

@@ -1,4 +1,8 @@
-"""Agents of a workspace, and explicit wakes (``user`` from people, ``self`` from agents)."""
+"""Agents of a workspace: settings, pause/resume/stop, and explicit wakes.
+
+Settings and status changes need an admin token (a run token gets 403: agents never
+change agent settings). Wakes come from people (``user``) or an agent itself (``self``).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,11 @@ from datetime import timedelta
 
 from fastapi import APIRouter
 
+from office_scheduler.agent_control import BudgetCheck
 from office_scheduler.api.deps import (
     PrincipalDep,
     ServiceDep,
+    actor_of,
     load_agent,
     load_workspace,
     require_admin,
@@ -17,10 +23,39 @@ from office_scheduler.api.deps import (
 from office_scheduler.api.routes.common import ERRORS
 from office_scheduler.api.schemas import AgentCreate, AgentPatch, WakeIn
 from office_scheduler.api.views import AgentOut, IntakeOut, ListOut
+from office_scheduler.auth import Principal
 from office_scheduler.domain.errors import ForbiddenError
-from office_scheduler.domain.status import WakeSource
+from office_scheduler.domain.models import Agent
+from office_scheduler.domain.status import AgentStatus, WakeSource
+from office_scheduler.service import Service
 
 router = APIRouter(tags=["agents"], responses=ERRORS)
+
+
+#: How a PATCH status or the pause/resume/stop routes reach :class:`AgentControl`.
+_CONTROLLED = frozenset({AgentStatus.PAUSED, AgentStatus.IDLE, AgentStatus.STOPPED})
+
+
+def _budget_check(service: Service) -> BudgetCheck:
+    """The budget engine's ``blocking_policy`` (the policy that keeps an agent paused)."""
+    return service.budgets.blocking_policy
+
+
+async def _set_status(
+    service: Service, principal: Principal, agent_id: str, status: AgentStatus
+) -> Agent:
+    actor = actor_of(principal)
+    if status is AgentStatus.PAUSED:
+        return await service.agents.pause(agent_id, actor=actor)
+    if status is AgentStatus.IDLE:
+        return await service.agents.resume(
+            agent_id, actor=actor, budget_check=_budget_check(service)
+        )
+    if status is AgentStatus.STOPPED:
+        return await service.agents.stop(agent_id, actor=actor)
+    return await asyncio.to_thread(
+        service.store.office.update_agent, agent_id, now=service.clock.now(), status=status
+    )
 
 
 @router.post("/workspaces/{workspace_id}/agents", status_code=201)
@@ -41,6 +76,8 @@ async def create_agent(
         skip_idle_wakeups=body.skip_idle_wakeups,
         executor=body.executor,
         status=body.status,
+        reports_to=body.reports_to,
+        permission_policy=body.permission_policy,
     )
     return AgentOut.of(agent)
 
@@ -65,16 +102,58 @@ async def get_agent(agent_id: str, service: ServiceDep, principal: PrincipalDep)
 async def update_agent(
     agent_id: str, body: AgentPatch, service: ServiceDep, principal: PrincipalDep
 ) -> AgentOut:
-    """Change an agent, e.g. pause it (``{"status": "paused"}``) or resume it (admin only)."""
+    """Change an agent's settings (admin only; a run token gets 403).
+
+    A ``status`` of ``paused``, ``idle`` or ``stopped`` behaves exactly like
+    ``POST /agents/{id}/pause``, ``/resume`` and ``/stop``; the other fields are applied
+    first, in one transaction.
+    """
     require_admin(principal)
+    await load_agent(service, principal, agent_id)
     changes = body.changes(nullable=AgentPatch.NULLABLE)
     if "cooldown_s" in changes:
         changes["cooldown"] = timedelta(seconds=changes.pop("cooldown_s"))
-    await load_agent(service, principal, agent_id)
-    agent = await asyncio.to_thread(
-        service.store.office.update_agent, agent_id, now=service.clock.now(), **changes
-    )
+    status = changes.pop("status", None)
+    agent = None
+    if changes:
+        agent = await asyncio.to_thread(
+            service.store.office.update_agent, agent_id, now=service.clock.now(), **changes
+        )
+    if status is not None:
+        agent = await _set_status(service, principal, agent_id, AgentStatus(status))
+    if agent is None:
+        agent = await load_agent(service, principal, agent_id)
     return AgentOut.of(agent)
+
+
+@router.post("/agents/{agent_id}/pause")
+async def pause_agent(agent_id: str, service: ServiceDep, principal: PrincipalDep) -> AgentOut:
+    """Pause the agent (``paused_reason`` ``manual``; idempotent; admin only).
+
+    Its queued runs wait; a run already claimed finishes with reason ``agent_paused``.
+    """
+    require_admin(principal)
+    await load_agent(service, principal, agent_id)
+    return AgentOut.of(await _set_status(service, principal, agent_id, AgentStatus.PAUSED))
+
+
+@router.post("/agents/{agent_id}/resume")
+async def resume_agent(agent_id: str, service: ServiceDep, principal: PrincipalDep) -> AgentOut:
+    """Resume a paused or stopped agent (admin only).
+
+    409 naming the policy when the agent was paused for its budget and is still over it.
+    """
+    require_admin(principal)
+    await load_agent(service, principal, agent_id)
+    return AgentOut.of(await _set_status(service, principal, agent_id, AgentStatus.IDLE))
+
+
+@router.post("/agents/{agent_id}/stop")
+async def stop_agent(agent_id: str, service: ServiceDep, principal: PrincipalDep) -> AgentOut:
+    """Stop the agent: its queued runs and scheduled retries are cancelled (admin only)."""
+    require_admin(principal)
+    await load_agent(service, principal, agent_id)
+    return AgentOut.of(await _set_status(service, principal, agent_id, AgentStatus.STOPPED))
 
 
 @router.post("/agents/{agent_id}/wake", status_code=202)

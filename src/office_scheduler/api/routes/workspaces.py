@@ -1,9 +1,9 @@
-"""Workspaces (admin-managed), with their activity log and inbox."""
+"""Workspaces (admin-managed), with their activity log (the inbox is in ``inbox.py``)."""
 
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -14,10 +14,11 @@ from office_scheduler.api.deps import (
     load_workspace,
     require_admin,
 )
-from office_scheduler.api.routes.common import ERRORS, Cursor, Limit, checked_cursor
+from office_scheduler.api.routes.common import ERRORS, MAX_INT, Cursor, Limit, checked_cursor
 from office_scheduler.api.schemas import WorkspaceCreate, WorkspacePatch
-from office_scheduler.api.views import ActivityOut, InboxOut, ListOut, WorkspaceOut
-from office_scheduler.domain.status import InboxStatus
+from office_scheduler.api.views import ActivityOut, ListOut, WorkspaceOut
+from office_scheduler.domain.errors import InvalidInputError
+from office_scheduler.store.activity import ActivityFilter
 
 router = APIRouter(tags=["workspaces"], responses=ERRORS)
 
@@ -80,21 +81,63 @@ async def update_workspace(
     return WorkspaceOut.of(workspace)
 
 
+ActorFilter = Annotated[
+    str | None, Query(min_length=1, max_length=200, description="`system`, `user`, `agent:<id>`")
+]
+IdFilter = Annotated[str | None, Query(min_length=1, max_length=100)]
+Instant = Annotated[datetime | None, Query(description="ISO-8601; UTC when no zone is given")]
+
+
+def _utc(value: datetime | None, field: str) -> datetime | None:
+    """An aware UTC instant (naive input is taken as UTC).
+
+    Raises:
+        InvalidInputError: an instant outside what the database can store (field ``field``).
+    """
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInputError(f"{field} is out of range", field=field) from None
+
+
 @router.get("/workspaces/{workspace_id}/activity")
 async def list_activity(
     workspace_id: str,
     service: ServiceDep,
     principal: PrincipalDep,
-    kind: Annotated[str | None, Query(max_length=200)] = None,
+    kind: Annotated[str | None, Query(max_length=200, description="the action")] = None,
+    actor: ActorFilter = None,
+    agent_id: IdFilter = None,
+    task_id: IdFilter = None,
+    run_id: Annotated[int | None, Query(ge=1, le=MAX_INT)] = None,
+    since: Instant = None,
+    until: Instant = None,
     limit: Limit = 100,
     cursor: Cursor = None,
 ) -> ListOut[ActivityOut]:
-    """The workspace's activity log, newest first."""
+    """The workspace's activity log, newest first.
+
+    Filters combine (all must hold): ``kind`` (the action), ``actor``, the target
+    (``agent_id``, ``task_id``, ``run_id``) and the time range ``since <= at < until``.
+    """
     await load_workspace(service, principal, workspace_id)
+    where = ActivityFilter(
+        actor=actor,
+        kind=kind,
+        agent_id=agent_id,
+        task_id=task_id,
+        run_id=run_id,
+        since=_utc(since, "since"),
+        until=_utc(until, "until"),
+    )
     page = await asyncio.to_thread(
         service.store.runlog.list_activity,
         workspace_id,
-        kind=kind,
+        where=where,
         limit=limit,
         cursor=checked_cursor(cursor, (datetime, int)),
     )
@@ -102,16 +145,3 @@ async def list_activity(
         items=[ActivityOut.model_validate(entry) for entry in page.items],
         next_cursor=page.next_cursor,
     )
-
-
-@router.get("/workspaces/{workspace_id}/inbox")
-async def list_inbox(
-    workspace_id: str,
-    service: ServiceDep,
-    principal: PrincipalDep,
-    status: Annotated[InboxStatus | None, Query()] = None,
-) -> ListOut[InboxOut]:
-    """The workspace's inbox items, newest first, optionally of one status."""
-    await load_workspace(service, principal, workspace_id)
-    items = await asyncio.to_thread(service.store.runlog.list_inbox, workspace_id, status=status)
-    return ListOut(items=[InboxOut.model_validate(item) for item in items])

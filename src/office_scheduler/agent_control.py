@@ -1,0 +1,149 @@
+"""Pause, resume and stop agents, with their activity entries and run ends.
+
+Semantics (issue 4, "Per-agent settings"; DESIGN §6 step 2):
+
+* **pause** — status ``paused``, ``paused_reason='manual'``. Queued runs stay queued (the
+  claim skips paused agents) and a run already claimed finishes with reason
+  ``agent_paused`` without launching. A session already running is left to finish.
+* **resume** — status ``idle``, ``paused_reason`` cleared, the runs loop is poked so the
+  waiting runs are claimed. An agent paused for ``budget_exceeded`` is resumed only when
+  no budget policy still blocks it (409 naming the policy otherwise).
+* **stop** — status ``stopped``; its queued runs and scheduled retries are cancelled with
+  reason ``agent_paused`` (each logged as ``run_cancelled`` and published as
+  :class:`RunEnded`). Resuming a stopped agent makes it ``idle`` again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from office_scheduler.clock import Clock
+from office_scheduler.domain.errors import ConflictError
+from office_scheduler.domain.events import Event, RunEnded
+from office_scheduler.domain.models import Agent
+from office_scheduler.domain.status import AgentStatus
+from office_scheduler.store.activity import SYSTEM_ACTOR
+from office_scheduler.store.facade import Store
+
+log = structlog.get_logger(__name__)
+
+Publish = Callable[[Event], Awaitable[None]]
+#: Returns the budget policy that still blocks an agent (``None`` when none does).
+BudgetCheck = Callable[[str], Awaitable[object | None]]
+#: ``paused_reason`` of an agent the budget engine paused.
+BUDGET_PAUSE = "budget_exceeded"
+
+
+def _policy_label(policy: object) -> str:
+    """Name a blocking budget policy for people: its id and scope when it has them."""
+    policy_id = getattr(policy, "id", None)
+    scope = getattr(policy, "scope_kind", None)
+    scope_id = getattr(policy, "scope_id", None)
+    if policy_id is None:
+        return str(policy)
+    scope_text = getattr(scope, "value", scope)
+    return f"{policy_id} ({scope_text} {scope_id})" if scope_text else str(policy_id)
+
+
+class AgentControl:
+    """Status changes of agents that other parts of the office react to.
+
+    Args:
+        store: the database.
+        clock: time source.
+        publish: receives :class:`RunEnded` for runs a stop cancelled.
+        poke: wakes the runs loop (a resumed agent's waiting runs are due).
+    """
+
+    def __init__(
+        self, store: Store, clock: Clock, *, publish: Publish, poke: Callable[[], None]
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._publish = publish
+        self._poke = poke
+
+    async def pause(self, agent_id: str, *, actor: str = SYSTEM_ACTOR) -> Agent:
+        """Pause an agent by hand (``paused_reason='manual'``; idempotent).
+
+        Raises:
+            NotFoundError: no such agent.
+        """
+        agent, _ended = await asyncio.to_thread(
+            self._store.office.change_agent_status,
+            agent_id,
+            AgentStatus.PAUSED,
+            now=self._clock.now(),
+        )
+        await self._log(agent, "agent_paused", f"{agent.name} was paused", actor)
+        return agent
+
+    async def resume(
+        self, agent_id: str, *, actor: str = SYSTEM_ACTOR, budget_check: BudgetCheck | None = None
+    ) -> Agent:
+        """Resume a paused or stopped agent (status ``idle``; idempotent for idle agents).
+
+        Args:
+            agent_id: the agent.
+            actor: who asks (``user``, ``agent:<id>``, ``system``).
+            budget_check: asked for an agent paused for ``budget_exceeded``; a policy it
+                returns keeps the agent paused. ``None`` skips the check.
+
+        Raises:
+            NotFoundError: no such agent.
+            ConflictError: the agent is paused for its budget and a policy still blocks it
+                (field ``status``; the message names the policy).
+        """
+        current = await asyncio.to_thread(self._store.office.get_agent, agent_id)
+        if current.paused_reason == BUDGET_PAUSE and budget_check is not None:
+            policy = await budget_check(agent_id)
+            if policy is not None:
+                raise ConflictError(
+                    f"{current.name} is still over budget policy {_policy_label(policy)}; "
+                    "raise the limit before resuming",
+                    field="status",
+                )
+        if current.status in (AgentStatus.IDLE, AgentStatus.WORKING):
+            return current
+        agent, _ended = await asyncio.to_thread(
+            self._store.office.change_agent_status,
+            agent_id,
+            AgentStatus.IDLE,
+            now=self._clock.now(),
+        )
+        await self._log(agent, "agent_resumed", f"{agent.name} was resumed", actor)
+        self._poke()
+        return agent
+
+    async def stop(self, agent_id: str, *, actor: str = SYSTEM_ACTOR) -> Agent:
+        """Stop an agent; its queued runs and scheduled retries are cancelled.
+
+        Raises:
+            NotFoundError: no such agent.
+        """
+        now = self._clock.now()
+        agent, ended = await asyncio.to_thread(
+            self._store.office.change_agent_status, agent_id, AgentStatus.STOPPED, now=now
+        )
+        message = f"{agent.name} was stopped; {len(ended)} pending run(s) cancelled"
+        await self._log(agent, "agent_stopped", message, actor, cancelled=[r.id for r in ended])
+        for run in ended:
+            await asyncio.to_thread(self._store.runlog.log_run_skip, run, now=now)
+            await self._publish(RunEnded(run=run))
+        return agent
+
+    async def _log(self, agent: Agent, kind: str, message: str, actor: str, **data: object) -> None:
+        await asyncio.to_thread(
+            self._store.runlog.add_activity,
+            workspace_id=agent.workspace_id,
+            kind=kind,
+            message=message,
+            now=self._clock.now(),
+            agent_id=agent.id,
+            actor=actor,
+            data={"status": agent.status.value, "paused_reason": agent.paused_reason, **data},
+        )
+        log.info(kind, agent_id=agent.id, actor=actor)
