@@ -1,0 +1,166 @@
+"""Build a claimed run's prompt: full wake prompt or resume delta (DESIGN §6 step 8).
+
+The reads happen in one worker thread; the assembly is the pure code of
+:mod:`office_scheduler.prompts`. The run records the prompt kind (``runs.prompt_kind``) and
+a ``prompt_built`` event with the size and a snapshot of the task as the prompt showed it;
+the next resume delta of the same (task, agent) compares against that snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from office_scheduler.domain.models import (
+    AgentSession,
+    Comment,
+    ExecutorConfig,
+    Run,
+    Task,
+)
+from office_scheduler.domain.summaries import ApprovalDecision, ContinuationSummary
+from office_scheduler.pipeline.context import RunContext
+from office_scheduler.prompts import (
+    DeltaInput,
+    PromptInput,
+    PromptKind,
+    TaskSnapshot,
+    build_delta_prompt,
+    build_prompt,
+    choose_prompt_kind,
+    estimate_tokens,
+)
+from office_scheduler.store.facade import Store
+from office_scheduler.store.summaries import PROMPT_EVENT
+from office_scheduler.summary import summary_scope
+
+
+@dataclass(kw_only=True, slots=True)
+class _Material:
+    """What the store had to say for one prompt."""
+
+    run: Run
+    names: dict[str, str]
+    comments: list[Comment] = field(default_factory=list)
+    children: list[Task] = field(default_factory=list)
+    blockers: list[Task] = field(default_factory=list)
+    prior: AgentSession | None = None
+    prior_run: Run | None = None
+    previous: TaskSnapshot | None = None
+    decisions: list[ApprovalDecision] = field(default_factory=list)
+    summary: ContinuationSummary | None = None
+
+
+def _gather(
+    store: Store, run_id: int, task: Task | None, config: ExecutorConfig | None
+) -> tuple[_Material, PromptKind]:
+    run = store.queue.get_run(run_id)
+    names = {agent.id: agent.name for agent in store.office.list_agents(run.workspace_id)}
+    data = _Material(run=run, names=names)
+    if task is None:
+        data.summary = store.summaries.get_summary(run.agent_id, summary_scope(run.context))
+        return data, PromptKind.FULL
+    data.comments = store.office.list_comments(task.id)
+    data.children = store.office.list_children(task.id)
+    data.blockers = [store.office.get_task(blocker_id) for blocker_id in task.blocked_by]
+    data.prior = store.runlog.latest_resumable_session(task.id, run.agent_id)
+    kind = choose_prompt_kind(task_id=task.id, prior=data.prior, config=config)
+    if kind is PromptKind.DELTA:
+        assert data.prior is not None
+        data.prior_run = store.queue.get_run(data.prior.run_id)
+        stored = store.summaries.prompt_snapshot(data.prior.run_id)
+        data.previous = TaskSnapshot.from_json(stored) if stored else None
+        data.decisions = store.summaries.decided_approvals(task.id, since=_since(data))
+    return data, kind
+
+
+def _since(data: _Material) -> datetime:
+    """When the resumed session's run started (its claim, or the session, as fallbacks)."""
+    assert data.prior is not None
+    prior_run = data.prior_run
+    if prior_run is not None:
+        return prior_run.started_at or prior_run.claimed_at or data.prior.created_at
+    return data.prior.created_at
+
+
+def _full(ctx: RunContext, data: _Material) -> str:
+    assert ctx.agent is not None
+    assert ctx.workspace is not None
+    return build_prompt(
+        PromptInput(
+            workspace=ctx.workspace,
+            agent=ctx.agent,
+            context=data.run.context,
+            task=ctx.task,
+            project=ctx.project,
+            comments=data.comments,
+            children=data.children,
+            blockers=data.blockers,
+            run_id=data.run.id,
+            agent_names=data.names,
+            summary=data.summary,
+        )
+    )
+
+
+def _delta(ctx: RunContext, data: _Material) -> str:
+    assert ctx.agent is not None
+    assert ctx.task is not None
+    assert data.prior is not None
+    return build_delta_prompt(
+        DeltaInput(
+            agent=ctx.agent,
+            task=ctx.task,
+            context=data.run.context,
+            run_id=data.run.id,
+            prior_run_id=data.prior.run_id,
+            since=_since(data),
+            previous=data.previous,
+            comments=data.comments,
+            blockers=data.blockers,
+            children=data.children,
+            decisions=data.decisions,
+            agent_names=data.names,
+        )
+    )
+
+
+async def build_run_prompt(ctx: RunContext, *, executor: ExecutorConfig | None) -> None:
+    """Set ``ctx.prompt`` (and ``ctx.prompt_version``) for the claimed run.
+
+    A task-bound run that will resume its (task, agent) session gets the resume delta
+    (:func:`~office_scheduler.prompts.choose_prompt_kind`); the full prompt is then kept in
+    ``ctx.extras["full_prompt"]`` for an executor that must fall back to a new session.
+    Records the kind on the run and a ``prompt_built`` event (kind, bytes, estimated
+    tokens, resumed session, task snapshot).
+
+    Args:
+        ctx: the run's context (agent and workspace loaded).
+        executor: the executor the run will use, if one resolves.
+    """
+    store = ctx.deps.store
+    data, kind = await asyncio.to_thread(_gather, store, ctx.run.id, ctx.task, executor)
+    ctx.run = data.run
+    full = _full(ctx, data)
+    prompt = _delta(ctx, data) if kind is PromptKind.DELTA else full
+    ctx.extras["full_prompt"] = full if kind is PromptKind.DELTA else None
+    ctx.extras["prompt_kind"] = kind.value
+    ctx.prompt = prompt
+    ctx.prompt_version = data.run.context_version
+    await asyncio.to_thread(store.queue.set_prompt_kind, data.run.id, kind.value)
+    size = len(prompt.encode("utf-8"))
+    details: dict[str, Any] = {
+        "prompt_kind": kind.value,
+        "bytes": size,
+        "tokens": estimate_tokens(prompt),
+        "full_bytes": len(full.encode("utf-8")),
+    }
+    if kind is PromptKind.DELTA and data.prior is not None:
+        details["resumed_session_id"] = data.prior.id
+        details["resumed_run_id"] = data.prior.run_id
+    if ctx.task is not None:
+        snapshot = TaskSnapshot.of(ctx.task, data.blockers, data.children, data.comments)
+        details["snapshot"] = snapshot.to_json()
+    await ctx.event(PROMPT_EVENT, f"{kind.value} prompt, {size} bytes", **details)

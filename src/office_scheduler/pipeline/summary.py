@@ -1,0 +1,105 @@
+"""Write the continuation summary after a successful taskless run (DESIGN §6 step 12).
+
+Scope: ``routine:<routine_id>`` when a routine wake is among the run's merged wakes (the
+routine id comes from its payload), ``agent`` otherwise. A failed, cancelled or retried
+run writes nothing, so the last good summary stays. Task-bound runs write nothing: their
+context lives in the resumed session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import structlog
+
+from office_scheduler.domain.errors import OfficeError
+from office_scheduler.domain.models import Outcome, Run
+from office_scheduler.domain.status import OutcomeStatus, RunStatus
+from office_scheduler.domain.summaries import ROUTINE_SCOPE_PREFIX, ContinuationSummary
+from office_scheduler.pipeline.context import RunContext
+from office_scheduler.store.facade import Store
+from office_scheduler.summary import SummaryInput, build_summary, summary_scope
+
+log = structlog.get_logger(__name__)
+
+#: Activity window of the first summary of a scope (later ones count since the previous).
+FIRST_WINDOW = timedelta(hours=24)
+
+
+def _scope_label(store: Store, scope: str) -> str:
+    if not scope.startswith(ROUTINE_SCOPE_PREFIX):
+        return "the agent's own wakes"
+    routine_id = scope.removeprefix(ROUTINE_SCOPE_PREFIX)
+    try:
+        return f"routine {store.routines.get_routine(routine_id).name}"
+    except OfficeError:
+        return f"routine {routine_id}"
+
+
+def write_summary(store: Store, run: Run, agent_name: str) -> ContinuationSummary:
+    """Build the summary of the run's scope from the store and upsert it (blocking).
+
+    Args:
+        store: the store.
+        run: the ended, successful, taskless run (``finished_at`` set, UTC).
+        agent_name: the run's agent's name.
+
+    Returns:
+        The stored summary.
+    """
+    assert run.finished_at is not None
+    scope = summary_scope(run.context)
+    previous = store.summaries.get_summary(run.agent_id, scope)
+    since = previous.updated_at if previous else run.finished_at - FIRST_WINDOW
+    built = build_summary(
+        SummaryInput(
+            agent_name=agent_name,
+            scope=scope,
+            scope_label=_scope_label(store, scope),
+            run_id=run.id,
+            finished_at=run.finished_at,
+            result=run.result,
+            stats=store.summaries.activity_stats(
+                run.workspace_id, since=since, until=run.finished_at
+            ),
+            blockers=store.summaries.active_blockers(run.agent_id),
+            previous=previous.content if previous else "",
+            agent_names={a.id: a.name for a in store.office.list_agents(run.workspace_id)},
+        )
+    )
+    return store.summaries.upsert_summary(
+        agent_id=run.agent_id,
+        scope=scope,
+        content=built.content,
+        content_tokens=built.content_tokens,
+        run_id=run.id,
+        now=run.finished_at,
+    )
+
+
+async def record_summary(ctx: RunContext, outcome: Outcome) -> None:
+    """After a successful taskless run, rebuild and store its continuation summary.
+
+    Does nothing for task-bound or unsuccessful runs. A failure to write is logged and
+    noted in the run's events; it never changes the run's outcome.
+    """
+    run = ctx.ended
+    if run is None or run.task_id is not None or run.status is not RunStatus.FINISHED:
+        return
+    if outcome.status is not OutcomeStatus.SUCCEEDED:
+        return
+    name = ctx.agent.name if ctx.agent is not None else run.agent_id
+    try:
+        stored = await asyncio.to_thread(write_summary, ctx.deps.store, run, name)
+    except Exception as exc:  # the run has ended; a summary problem must not undo it
+        log.exception("continuation_summary_failed", run_id=run.id, agent_id=run.agent_id)
+        await ctx.event("summary_failed", f"continuation summary not written: {exc}")
+        return
+    await ctx.event(
+        "summary_updated",
+        f"continuation summary {stored.scope}: {len(stored.content.encode())} bytes",
+        scope=stored.scope,
+        bytes=len(stored.content.encode()),
+        tokens=stored.content_tokens,
+    )

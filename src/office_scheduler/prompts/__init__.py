@@ -1,0 +1,35 @@
+"""Prompt assembly (pure functions): the full wake prompt and the resume delta.
+
+:func:`build_prompt` names why the agent was woken (every merged wake with its payload),
+the task, project and workspace, the agent's instructions and, for taskless runs, a slice
+of the continuation summary. :func:`build_delta_prompt` is what a resumed session gets:
+only what is new. :func:`choose_prompt_kind` decides between them. See ``docs/prompts.md``.
+"""
+
+from __future__ import annotations
+
+from office_scheduler.prompts.delta import DeltaInput, TaskSnapshot, build_delta_prompt
+from office_scheduler.prompts.full import (
+    MAX_COMMENTS,
+    SUMMARY_SLICE_CHARS,
+    PromptInput,
+    build_prompt,
+    summary_slice,
+)
+from office_scheduler.prompts.kind import PromptKind, choose_prompt_kind, executor_can_resume
+from office_scheduler.prompts.text import estimate_tokens
+
+__all__ = [
+    "MAX_COMMENTS",
+    "SUMMARY_SLICE_CHARS",
+    "DeltaInput",
+    "PromptInput",
+    "PromptKind",
+    "TaskSnapshot",
+    "build_delta_prompt",
+    "build_prompt",
+    "choose_prompt_kind",
+    "estimate_tokens",
+    "executor_can_resume",
+    "summary_slice",
+]
