@@ -1,4 +1,4 @@
-"""A small, real agent program for the demo office, run by the ``command`` executor.
+"""A small, real agent program for the demo office, run by the ``command`` or ``acp`` executor.
 
 It reads its prompt on stdin (and ignores most of it: it is deterministic, not a model) and
 acts only through the ``office`` CLI with the run token the scheduler put in its environment
@@ -14,6 +14,11 @@ acts only through the ``office`` CLI with the run token the scheduler put in its
 
 The last line on stdout is a JSON object such as ``{"status": "ok", "summary": "..."}``.
 Failures exit non-zero with a message on stderr.
+
+With ``--acp`` it is an Agent Client Protocol agent instead (the ``agent-client-protocol``
+package, on stdin/stdout): each ``session/prompt`` does the same work; progress lines and the
+final JSON object are sent as agent message chunks, and a failure is a JSON-RPC error. It
+keeps no history, so ``session/load`` resumes a session with nothing to replay.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import json
 import os
 import subprocess
 import sys
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +94,17 @@ def office(*args: str) -> Any:
         raise AgentError(f"office {' '.join(args[:2])} printed no JSON") from None
 
 
+def _print_line(message: str) -> None:
+    print(message, flush=True)
+
+
+#: Where progress lines go: stdout, or agent message chunks in ACP mode.
+PROGRESS: list[Callable[[str], None]] = [_print_line]
+
+
 def say(message: str) -> None:
     """A progress line for the run's event log."""
-    print(message, flush=True)
+    PROGRESS[0](message)
 
 
 def plan_subtasks(task: dict[str, Any], me: str) -> str:
@@ -191,26 +206,94 @@ def work(task: dict[str, Any], me: str) -> str:
     return summary
 
 
+def handle(prompt: str, role_arg: str | None) -> str:
+    """Do the work of one wake; return a one-line summary.
+
+    Raises:
+        AgentError: the environment is incomplete or an ``office`` command failed.
+    """
+    for name in ("OFFICE_API_URL", "OFFICE_TOKEN", "OFFICE_AGENT_ID"):
+        if not os.environ.get(name):
+            raise AgentError(f"{name} is not set: run me through the office scheduler")
+    me = os.environ["OFFICE_AGENT_ID"]
+    agent = office("agent", "show", me)
+    role = role_arg or ("coordinator" if agent["role"] in COORDINATOR_ROLES else "worker")
+    say(f"{agent['name']} ({role}) woken; prompt of {len(prompt)} characters")
+    task_id = os.environ.get("OFFICE_TASK_ID", "")
+    if not task_id:
+        return "taskless wake: nothing to do"
+    task = office("task", "show", task_id)
+    act = coordinate if role == "coordinator" else work
+    return act(task, agent["name"] if act is work else me)
+
+
+def serve_acp(role_arg: str | None) -> int:
+    """Serve one ACP connection on stdin/stdout (``--acp``)."""
+    import asyncio
+
+    import acp
+    from acp import schema
+
+    class SampleAcpAgent:
+        def __init__(self) -> None:
+            self.conn: Any = None
+
+        def on_connect(self, conn: Any) -> None:
+            self.conn = conn
+
+        async def initialize(self, protocol_version: int, **_: Any) -> schema.InitializeResponse:
+            return schema.InitializeResponse(
+                protocol_version=acp.PROTOCOL_VERSION,
+                agent_capabilities=schema.AgentCapabilities(load_session=True),
+                agent_info=schema.Implementation(name="office-sample-agent", version="1"),
+            )
+
+        async def authenticate(self, method_id: str, **_: Any) -> None:
+            return None
+
+        async def new_session(self, cwd: str, **_: Any) -> schema.NewSessionResponse:
+            return schema.NewSessionResponse(session_id=f"sample-{uuid.uuid4().hex}")
+
+        async def load_session(self, cwd: str, session_id: str, **_: Any) -> None:
+            return None  # no history is kept: nothing to replay
+
+        async def cancel(self, session_id: str, **_: Any) -> None:
+            return None
+
+        async def prompt(
+            self, prompt: list[Any], session_id: str, **_: Any
+        ) -> schema.PromptResponse:
+            text = "".join(getattr(block, "text", "") for block in prompt)
+            loop = asyncio.get_running_loop()
+
+            def progress(line: str) -> None:
+                chunk = acp.update_agent_message_text(line + "\n")
+                update = self.conn.session_update(session_id, chunk)
+                asyncio.run_coroutine_threadsafe(update, loop).result(timeout=60)
+
+            PROGRESS[0] = progress
+            try:
+                summary = await asyncio.to_thread(handle, text, role_arg)
+            except AgentError as exc:
+                raise acp.RequestError(-32603, f"sample agent: {exc}") from None
+            result = json.dumps({"status": "ok", "summary": summary})
+            await self.conn.session_update(session_id, acp.update_agent_message_text(result))
+            return schema.PromptResponse(stop_reason="end_turn")
+
+    asyncio.run(acp.run_agent(SampleAcpAgent()))  # type: ignore[arg-type]
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--role", choices=["coordinator", "worker"], default=None)
+    parser.add_argument("--acp", action="store_true", help="speak ACP on stdin/stdout")
     args = parser.parse_args()
+    if args.acp:
+        return serve_acp(args.role)
     prompt = sys.stdin.read()
     try:
-        for name in ("OFFICE_API_URL", "OFFICE_TOKEN", "OFFICE_AGENT_ID"):
-            if not os.environ.get(name):
-                raise AgentError(f"{name} is not set: run me through the office scheduler")
-        me = os.environ["OFFICE_AGENT_ID"]
-        agent = office("agent", "show", me)
-        role = args.role or ("coordinator" if agent["role"] in COORDINATOR_ROLES else "worker")
-        say(f"{agent['name']} ({role}) woken; prompt of {len(prompt)} characters")
-        task_id = os.environ.get("OFFICE_TASK_ID", "")
-        if not task_id:
-            summary = "taskless wake: nothing to do"
-        else:
-            task = office("task", "show", task_id)
-            act = coordinate if role == "coordinator" else work
-            summary = act(task, agent["name"] if act is work else me)
+        summary = handle(prompt, args.role)
     except AgentError as exc:
         print(f"sample agent: {exc}", file=sys.stderr)
         print(json.dumps({"status": "error", "summary": str(exc)}))

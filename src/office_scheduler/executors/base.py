@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
 
 from office_scheduler.domain.models import Launch, Outcome
 
@@ -16,6 +17,19 @@ class ExecutionSink(Protocol):
 
     async def output(self, stream: str, line: str) -> None:
         """Record one line of output (``stream`` is ``stdout`` or ``stderr``)."""
+        ...
+
+
+@runtime_checkable
+class EventSink(ExecutionSink, Protocol):
+    """A sink that also takes structured run events (the ``acp`` executor uses them).
+
+    Executors test for it with ``isinstance`` and fall back to :meth:`ExecutionSink.output`
+    on a plain sink.
+    """
+
+    async def event(self, kind: str, message: str, data: Mapping[str, Any]) -> None:
+        """Record one run event (``kind`` such as ``acp_tool_call``) in output order."""
         ...
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import shutil
 import signal
 import tempfile
@@ -21,7 +20,11 @@ from typing import Any
 from office_scheduler.domain.models import JSON, Launch, Outcome
 from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunReason
 from office_scheduler.executors.base import ExecutionSink
-from office_scheduler.executors.parsers import ResultAccumulator
+from office_scheduler.executors.parsers import ResultAccumulator, classify_failure
+from office_scheduler.executors.presets import PresetError, build_invocation
+from office_scheduler.executors.process import LineSplitter as _LineSplitter
+from office_scheduler.executors.process import describe_exit as _describe_exit
+from office_scheduler.executors.process import signal_group
 
 #: Longest line handed to the sink, in bytes; longer lines are cut with a marker.
 LINE_LIMIT = 64 * 1024
@@ -62,25 +65,30 @@ class CommandExecutor:
             asyncio.CancelledError: when the awaiting task is cancelled, after the
                 process group has been terminated.
         """
-        if not launch.config.argv:
+        if not launch.config.argv and launch.config.preset is None:
             return _config_failure(f"executor {launch.config.name!r} has no command (empty argv)")
         tmpdir = tempfile.mkdtemp(prefix="office-run-")
         try:
-            argv = _substitute(launch, tmpdir)
+            try:
+                preset = build_invocation(launch, Path(tmpdir))
+            except PresetError as exc:
+                return _config_failure(str(exc))
+            argv = list(preset.argv) if preset else _substitute(launch, tmpdir)
+            stdin = preset.stdin if preset else launch.prompt.encode("utf-8", "replace")
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *argv,
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,
-                    env=launch.env,
+                    env={**launch.env, **preset.env} if preset else launch.env,
                     cwd=launch.cwd,
                     start_new_session=True,
                 )
             except OSError as exc:
                 return _config_failure(f"cannot start command {argv[0]!r}: {exc}")
             session = _Session(proc, sink, launch, self._kill_grace_s)
-            return await session.run(launch.prompt.encode("utf-8", "replace"))
+            return await session.run(stdin)
         finally:
             shutil.rmtree(tmpdir, ignore_errors=True)
 
@@ -113,57 +121,6 @@ def _config_failure(message: str) -> Outcome:
         error_family=ErrorFamily.CONFIG,
         message=message,
     )
-
-
-class _LineSplitter:
-    """Cuts a byte stream into lines while holding at most ``limit`` bytes of one line."""
-
-    def __init__(self, *, line_limit: int, json_limit: int) -> None:
-        self._line_limit = line_limit
-        self._json_limit = json_limit
-        self._limit = line_limit
-        self._buf = bytearray()
-        self._dropped = 0
-        self._fresh = True
-
-    def feed(self, chunk: bytes) -> list[tuple[bytearray, int]]:
-        """Add a chunk; return the lines it completes as (kept bytes, dropped byte count)."""
-        lines: list[tuple[bytearray, int]] = []
-        start = 0
-        while start < len(chunk):
-            newline = chunk.find(b"\n", start)
-            end = len(chunk) if newline < 0 else newline
-            self._append(chunk, start, end)
-            if newline < 0:
-                break
-            lines.append(self._take())
-            start = newline + 1
-        return lines
-
-    def finish(self) -> tuple[bytearray, int] | None:
-        """Return the unterminated last line at end of stream, if any."""
-        return None if self._fresh else self._take()
-
-    def _append(self, chunk: bytes, start: int, end: int) -> None:
-        if start == end:
-            return
-        if self._fresh:
-            # Only a line that may be the JSON result is worth keeping beyond the sink cap.
-            self._limit = self._json_limit if chunk[start] == ord("{") else self._line_limit
-            self._fresh = False
-        keep = max(0, min(end - start, self._limit - len(self._buf)))
-        self._buf += memoryview(chunk)[start : start + keep]
-        self._dropped += end - start - keep
-
-    def _take(self) -> tuple[bytearray, int]:
-        # Hand the buffer over instead of copying it: a result line can be megabytes.
-        line, dropped = self._buf, self._dropped
-        self._buf = bytearray()
-        self._dropped = 0
-        self._fresh = True
-        if line.endswith(b"\r") and not dropped:
-            del line[-1:]
-        return line, dropped
 
 
 class _Session:
@@ -282,10 +239,7 @@ class _Session:
             await asyncio.wait_for(reads, self._grace)
 
     def _signal_group(self, signum: signal.Signals) -> None:
-        # The child's pid is its group id (start_new_session); the group outlives a
-        # reaped leader while any member lives, so this also reaches orphans.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._proc.pid, signum)
+        signal_group(self._proc.pid, signum)
 
     async def _feed(self, prompt: bytes) -> None:
         stdin = self._proc.stdin
@@ -332,7 +286,7 @@ class _Session:
 
     def _outcome(self, reason: RunReason | None) -> Outcome:
         code = self._proc.returncode
-        parsed = self._results.last if self._result is not None else None
+        parsed = self._results.verdict() if self._result is not None else None
         failed = Outcome(
             status=OutcomeStatus.FAILED,
             reason=RunReason.AGENT_FAILED,
@@ -356,13 +310,15 @@ class _Session:
             )
         if parsed is not None and parsed.is_error:
             # A clean exit does not make a reported error a success.
+            message = parsed.message or self._stderr_text() or _describe_exit(code)
             return replace(
                 failed,
-                error_family=parsed.error_family or ErrorFamily.CRASH,
-                message=parsed.message or self._stderr_text() or _describe_exit(code),
+                error_family=parsed.error_family or classify_failure(message),
+                message=message,
             )
         if code != 0:
-            return replace(failed, message=self._stderr_text() or _describe_exit(code))
+            message = self._stderr_text() or _describe_exit(code)
+            return replace(failed, error_family=classify_failure(message), message=message)
         summary = (parsed.message if parsed else "") or self._results.summary
         return replace(
             failed,
@@ -374,12 +330,3 @@ class _Session:
 
     def _stderr_text(self) -> str:
         return self._stderr_tail.decode("utf-8", "replace").strip()
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is not None and code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"

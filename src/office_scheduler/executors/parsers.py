@@ -1,43 +1,88 @@
 """Interpretation of the JSON lines agent CLIs print on stdout.
 
-One lenient reader covers the shapes seen in practice:
+One lenient reader covers the shapes of the documented output formats:
 
-* Claude Code ``--output-format json``/``stream-json``: the final
-  ``{"type": "result", "subtype": ..., "is_error": ..., "result": ..., "session_id": ...,
-  "total_cost_usd": ..., "usage": {...}, "modelUsage": {...}}`` and the ``system``/``init``
-  line carrying the session id.
-* Codex ``exec --json``: ``thread.started`` (``thread_id``), ``turn.completed`` (``usage``),
-  ``turn.failed``/``error`` and ``item.completed`` agent messages.
-* Gemini CLI ``-o json`` (``response``, ``stats``, ``error``) and ``-o stream-json``
-  (``init``, ``result`` with ``status`` and ``stats``).
+* Claude Code ``--output-format json``/``stream-json``
+  (https://docs.anthropic.com/en/docs/claude-code/sdk/sdk-headless): the ``system``/``init``
+  line (``session_id``, ``model``), ``assistant`` lines (``message.stop_reason`` may be
+  ``refusal``) and the final ``{"type": "result", "subtype": "success" | "error_max_turns" |
+  "error_during_execution", "is_error": ..., "result": ..., "session_id": ...,
+  "total_cost_usd": ..., "usage": {...}, "modelUsage": {...}}``.
+* Codex ``exec --json`` (https://github.com/openai/codex/blob/main/docs/exec.md):
+  ``thread.started`` (``thread_id``), ``item.completed`` agent messages, ``turn.completed``
+  (``usage``, no cost), ``turn.failed`` and ``error``.
+* Gemini CLI ``--output-format json``/``stream-json``
+  (https://geminicli.com/docs/cli/headless/): one object with ``response``, ``stats`` and
+  ``error``; or the stream ``init`` (session id, model), ``message`` (assistant chunks,
+  ``delta``), ``error`` (non-fatal) and ``result`` (``status``, ``stats``).
 * A generic object: ``status``, ``summary``/``result``/``message``, ``session_id``,
   ``usage``, ``error``.
 
-Everything here is pure; unknown shapes parse as a non-error result with no data.
+Cost is in 1/100 cent. :attr:`Usage.priced` is true when a line states a price, false when
+it states tokens without one (Codex, Gemini: "unpriced", never $0), ``None`` otherwise.
+Error families come from :func:`classify_failure` (the retry module's table plus a few CLI
+usage errors). Everything here is pure; unknown shapes parse as a non-error line with no data.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from office_scheduler.domain.models import Usage
 from office_scheduler.domain.status import ErrorFamily
+from office_scheduler.retry import classify_error
 
 #: Longest message kept from a result; the full object stays in ``Outcome.result``.
 MESSAGE_LIMIT = 4000
 
 _ERROR_TYPES = frozenset({"error", "turn.failed"})
 _ERROR_STATUSES = frozenset({"error", "failed", "failure"})
+_AGENT_ITEMS = frozenset({"agent_message", "assistant_message"})
 
-_RATE_LIMIT = re.compile(r"rate[ _-]?limit|\b429\b|too many requests|usage limit", re.IGNORECASE)
-_AUTH = re.compile(
-    r"authenticat|unauthori[sz]ed|\b401\b|invalid[ _-]?(x-)?api[ _-]?key|api key is missing"
-    r"|not logged in|please run /login|login required|auth method",
+#: Command-line usage errors of the CLIs' argument parsers (clap: Codex; commander: Claude
+#: Code; yargs: Gemini) that the retry table does not name: a configuration problem.
+_CLI_USAGE = re.compile(
+    r"unexpected argument|unknown (?:option|argument|command)|invalid value .{0,80}? for"
+    r"|not a valid model|\bmodel\b.{0,80}?(?:does not exist|is not supported|not found)",
     re.IGNORECASE,
 )
+#: Turn limits the retry table does not name (Gemini ``FatalTurnLimitedError``, exit 53).
+_TURN_LIMIT = re.compile(r"max(?:imum)? session turns|turn ?limit(?:ed)?", re.IGNORECASE)
+
+#: What a Claude result ``subtype`` means when the line carries no text of its own.
+_SUBTYPE_TEXT = {
+    "error_max_turns": "error_max_turns: the agent reached its maximum number of turns",
+    "error_during_execution": "error_during_execution: the agent failed while running",
+}
+
+
+def classify_failure(text: str) -> ErrorFamily:
+    """Sort a failure text (message, stderr) into an :class:`ErrorFamily`.
+
+    :func:`office_scheduler.retry.classify_error` decides (rate limit, auth, refusal, max
+    turns as ``timeout``, config, transient, crash); of what it leaves as ``crash``, Gemini's
+    turn limit (``max session turns``, ``FatalTurnLimitedError``) is ``timeout`` and
+    command-line usage errors (``unexpected argument``, ``unknown option``, an unknown model)
+    are ``config``.
+
+    Args:
+        text: the failure text; only its tail is scanned by the retry classifier.
+
+    Returns:
+        The family; ``crash`` when nothing matches.
+    """
+    family = classify_error(text)
+    if family is not ErrorFamily.CRASH:
+        return family
+    scanned = text[-65536:]
+    if _TURN_LIMIT.search(scanned):
+        return ErrorFamily.TIMEOUT
+    if _CLI_USAGE.search(scanned):
+        return ErrorFamily.CONFIG
+    return family
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -49,7 +94,8 @@ class ParsedResult:
         message: the error text when ``is_error``, else the summary text (may be empty).
         session_id: the agent's own session id, when the line names one.
         usage: tokens and cost the line reports (zero when it reports none).
-        error_family: ``rate_limit`` or ``auth`` when the error clearly says so, else None.
+        error_family: the failure's family when ``is_error`` and the text says which
+            (:func:`classify_failure`), else None.
     """
 
     is_error: bool = False
@@ -68,9 +114,15 @@ def parse_result_line(obj: Mapping[str, Any]) -> ParsedResult:
     Returns:
         The parsed view; never raises for unexpected shapes.
     """
-    is_error = _is_error(obj)
+    refused = _is_refusal(obj)
+    is_error = refused or _is_error(obj)
     message = _error_text(obj) if is_error else _summary_text(obj)
-    family = _classify(obj, message) if is_error else None
+    family: ErrorFamily | None = None
+    if refused:
+        family = ErrorFamily.REFUSAL
+    elif is_error:
+        found = classify_failure(_error_haystack(obj, message))
+        family = None if found is ErrorFamily.CRASH else found
     return ParsedResult(
         is_error=is_error,
         message=message[:MESSAGE_LIMIT],
@@ -84,15 +136,27 @@ class ResultAccumulator:
     """Folds every JSON line of one session into what the last line alone may lack.
 
     Stream formats spread facts over lines: Codex names its thread in the first line and
-    reports usage in the last; Claude names its session in ``init`` as well as ``result``.
-    The latest session id and the latest non-zero usage win (the final lines report totals).
+    reports usage in the last; Claude names its session in ``init`` as well as ``result``;
+    Gemini streams the answer in assistant ``message`` chunks and reports only stats in
+    ``result``. The latest session id and the latest non-zero usage win (the final lines
+    report totals); the model named by an ``init`` line fills in a usage that names none.
     """
 
     def __init__(self) -> None:
         self.session_id: str | None = None
-        self.usage = Usage()
+        self._usage = Usage()
+        self.model: str | None = None
         self.summary = ""
         self.last: ParsedResult | None = None
+        self.refusal: ParsedResult | None = None
+        self._streamed = ""
+
+    @property
+    def usage(self) -> Usage:
+        """The session's usage, with the model from ``init`` when the totals name none."""
+        if self._usage.model is None and self.model is not None and self._usage != Usage():
+            return replace(self._usage, model=self.model)
+        return self._usage
 
     def add(self, obj: Mapping[str, Any]) -> ParsedResult:
         """Fold one JSON line in and return its parsed view.
@@ -107,11 +171,30 @@ class ResultAccumulator:
         if parsed.session_id:
             self.session_id = parsed.session_id
         if parsed.usage != Usage():
-            self.usage = parsed.usage
-        if parsed.message and not parsed.is_error:
+            self._usage = parsed.usage
+        model = _str(obj.get("model"))
+        if model:
+            self.model = model
+        chunk = _assistant_chunk(obj)
+        if chunk is not None:
+            self._streamed = self._streamed + chunk if obj.get("delta") is True else chunk
+            self.summary = self._streamed.strip()[:MESSAGE_LIMIT]
+        elif parsed.message and not parsed.is_error:
             self.summary = parsed.message
+        if parsed.error_family is ErrorFamily.REFUSAL and self.refusal is None:
+            self.refusal = parsed
         self.last = parsed
         return parsed
+
+    def verdict(self) -> ParsedResult | None:
+        """The line that decides the session: the last one, unless the model refused.
+
+        A refusal ends the turn cleanly, so the CLI may still print a success result after
+        it; the refusal wins then, so a refused session is never counted as done.
+        """
+        if self.refusal is not None and (self.last is None or not self.last.is_error):
+            return self.refusal
+        return self.last
 
 
 def _str(value: object) -> str:
@@ -127,6 +210,12 @@ def _int(value: object) -> int:
     return 0
 
 
+def _float(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
 def _is_error(obj: Mapping[str, Any]) -> bool:
     if obj.get("is_error") is True:
         return True
@@ -138,6 +227,14 @@ def _is_error(obj: Mapping[str, Any]) -> bool:
         return True
     error = obj.get("error")
     return error is not None and error is not False and error != "" and error != {}
+
+
+def _is_refusal(obj: Mapping[str, Any]) -> bool:
+    """Claude's ``stop_reason: refusal``, on the line or on its assistant message."""
+    if obj.get("stop_reason") == "refusal":
+        return True
+    message = obj.get("message")
+    return isinstance(message, Mapping) and message.get("stop_reason") == "refusal"
 
 
 def _error_text(obj: Mapping[str, Any]) -> str:
@@ -156,7 +253,23 @@ def _error_text(obj: Mapping[str, Any]) -> str:
         joined = "; ".join(t.strip() for t in texts if t.strip())
         if joined:
             return joined
-    return _str(obj.get("subtype")) or _str(obj.get("status")) or "agent reported an error"
+    if _is_refusal(obj):
+        return "refusal: the model declined to continue"
+    subtype = _str(obj.get("subtype"))
+    if subtype in _SUBTYPE_TEXT:
+        turns = obj.get("num_turns")
+        suffix = f" ({turns} turns)" if isinstance(turns, int) and turns > 0 else ""
+        return _SUBTYPE_TEXT[subtype] + suffix
+    return subtype or _str(obj.get("status")) or "agent reported an error"
+
+
+def _error_haystack(obj: Mapping[str, Any], message: str) -> str:
+    """The texts that say which family an error belongs to."""
+    error = obj.get("error")
+    parts = [message, _str(obj.get("subtype")), _str(error)]
+    if isinstance(error, Mapping):
+        parts += [_str(error.get("type")), _str(error.get("code")), str(error.get("status", ""))]
+    return " ".join(part for part in parts if part)
 
 
 def _summary_text(obj: Mapping[str, Any]) -> str:
@@ -165,22 +278,16 @@ def _summary_text(obj: Mapping[str, Any]) -> str:
         if isinstance(text, str) and text.strip():
             return text.strip()
     item = obj.get("item")
-    if isinstance(item, Mapping) and item.get("type") == "agent_message":
+    if isinstance(item, Mapping) and (item.get("type") or item.get("item_type")) in _AGENT_ITEMS:
         return _str(item.get("text")).strip()
-    return ""
+    return _assistant_chunk(obj) or ""
 
 
-def _classify(obj: Mapping[str, Any], message: str) -> ErrorFamily | None:
-    error = obj.get("error")
-    parts = [message, _str(obj.get("subtype")), _str(error)]
-    if isinstance(error, Mapping):
-        parts += [_str(error.get("type")), _str(error.get("code")), str(error.get("status", ""))]
-    haystack = " ".join(parts)
-    if _RATE_LIMIT.search(haystack):
-        return ErrorFamily.RATE_LIMIT
-    if _AUTH.search(haystack):
-        return ErrorFamily.AUTH
-    return None
+def _assistant_chunk(obj: Mapping[str, Any]) -> str | None:
+    """The text of a Gemini stream ``message`` line from the assistant, else None."""
+    if obj.get("type") != "message" or obj.get("role") != "assistant":
+        return None
+    return _str(obj.get("content"))
 
 
 def _session_id(obj: Mapping[str, Any]) -> str | None:
@@ -192,31 +299,49 @@ def _session_id(obj: Mapping[str, Any]) -> str | None:
 
 
 def _usage(obj: Mapping[str, Any]) -> Usage:
-    input_tokens, output_tokens, model_cost = _token_counts(obj)
-    cost = obj.get("total_cost_usd", obj.get("cost_usd"))
-    usd = _float(cost) if cost is not None else model_cost
+    input_tokens, output_tokens, model_cost, model = _token_counts(obj)
+    stated = obj.get("total_cost_usd", obj.get("cost_usd"))
+    usd = _float(stated)
+    if usd is None:
+        usd = model_cost
+    tokens = input_tokens + output_tokens
+    priced: bool | None = None
+    if usd is not None:
+        priced = True
+    elif tokens:
+        priced = False
+    if not tokens and usd is None:
+        return Usage()
     return Usage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
-        cost_subcents=max(0, round(usd * 10000)),
+        cost_subcents=max(0, round((usd or 0.0) * 10000)),
+        model=model,
+        priced=priced,
     )
 
 
-def _token_counts(obj: Mapping[str, Any]) -> tuple[int, int, float]:
-    """Return input tokens, output tokens and per-model cost (USD) from the known places."""
+def _only_key(entries: Mapping[str, Any]) -> str | None:
+    return next(iter(entries)) if len(entries) == 1 else None
+
+
+def _token_counts(obj: Mapping[str, Any]) -> tuple[int, int, float | None, str | None]:
+    """Input and output tokens, per-model cost (USD, None when unstated) and the model."""
     model_usage = obj.get("modelUsage")
     if isinstance(model_usage, Mapping) and model_usage:
         # Claude's per-model totals include subagents, which the top-level usage misses.
         tin = tout = 0
-        cost = 0.0
+        cost: float | None = None
         for entry in model_usage.values():
             if isinstance(entry, Mapping):
                 tin += _int(entry.get("inputTokens"))
                 tin += _int(entry.get("cacheReadInputTokens"))
                 tin += _int(entry.get("cacheCreationInputTokens"))
                 tout += _int(entry.get("outputTokens"))
-                cost += _float(entry.get("costUSD"))
-        return tin, tout, cost
+                entry_cost = _float(entry.get("costUSD"))
+                if entry_cost is not None:
+                    cost = (cost or 0.0) + entry_cost
+        return tin, tout, cost, _only_key(model_usage)
     usage = obj.get("usage")
     if isinstance(usage, Mapping):
         # Claude counts cache reads/writes apart from input_tokens; Codex's
@@ -224,20 +349,14 @@ def _token_counts(obj: Mapping[str, Any]) -> tuple[int, int, float]:
         tin = _int(usage.get("input_tokens"))
         tin += _int(usage.get("cache_read_input_tokens"))
         tin += _int(usage.get("cache_creation_input_tokens"))
-        return tin, _int(usage.get("output_tokens")), 0.0
+        return tin, _int(usage.get("output_tokens")), None, None
     stats = obj.get("stats")
     if isinstance(stats, Mapping):
-        return (*_gemini_tokens(stats), 0.0)
-    return 0, 0, 0.0
+        return _gemini_tokens(stats)
+    return 0, 0, None, None
 
 
-def _float(value: object) -> float:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return 0.0
-
-
-def _gemini_tokens(stats: Mapping[str, Any]) -> tuple[int, int]:
+def _gemini_tokens(stats: Mapping[str, Any]) -> tuple[int, int, float | None, str | None]:
     models = stats.get("models")
     if isinstance(models, Mapping) and models:
         tin = tout = 0
@@ -247,7 +366,7 @@ def _gemini_tokens(stats: Mapping[str, Any]) -> tuple[int, int]:
                 tin += _int(tokens.get("prompt"))
                 # Thinking tokens are billed as output.
                 tout += _int(tokens.get("candidates")) + _int(tokens.get("thoughts"))
-        return tin, tout
+        return tin, tout, None, _only_key(models)
     tin = _int(stats.get("input_tokens", stats.get("inputTokens")))
     tout = _int(stats.get("output_tokens", stats.get("outputTokens")))
-    return tin, tout
+    return tin, tout, None, None

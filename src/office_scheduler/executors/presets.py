@@ -1,0 +1,219 @@
+"""Command lines of known agent CLIs for the ``command`` executor (``preset: claude|codex|gemini``).
+
+A preset builds the argv of a new or resumed session, the extra environment, what goes on
+stdin, and the wiring of our MCP server (``office mcp``) into the CLI. Only documented flags
+are used:
+
+* Claude Code (https://docs.anthropic.com/en/docs/claude-code/cli-reference,
+  https://docs.anthropic.com/en/docs/claude-code/mcp,
+  https://docs.anthropic.com/en/docs/claude-code/iam):
+  ``claude -p --output-format stream-json --verbose --mcp-config <file> --allowedTools
+  mcp__office [--resume <session id>]``, prompt on stdin. The MCP config is a JSON file
+  ``{"mcpServers": {"office": {"command": ..., "args": [...]}}}`` in the run's temp dir.
+* Codex (https://github.com/openai/codex/blob/main/docs/exec.md,
+  https://github.com/openai/codex/blob/main/docs/config.md):
+  ``codex exec --json --skip-git-repo-check -c mcp_servers.office.command=... -c
+  mcp_servers.office.args=[...] [resume <session id>] -``, prompt on stdin (``-``). The
+  ``-c key=value`` overrides take TOML values and touch no config file.
+* Gemini CLI (https://geminicli.com/docs/cli/headless/,
+  https://geminicli.com/docs/cli/session-management,
+  https://geminicli.com/docs/cli/configuration,
+  https://github.com/google-gemini/gemini-cli/blob/main/docs/tools/mcp-server.md):
+  ``gemini --output-format stream-json [--resume <session id>] --prompt <prompt>``, stdin
+  empty; a prompt over :data:`ARGV_PROMPT_LIMIT` bytes goes on stdin (which Gemini reads as
+  context) with a short ``--prompt`` pointing at it. The MCP server is declared in a
+  system-defaults settings file named by ``GEMINI_CLI_SYSTEM_DEFAULTS_PATH`` (lowest
+  precedence; ``mcpServers`` objects are merged with the user's), with ``trust: true`` so
+  its tools need no confirmation.
+
+The MCP server runs as ``<python> -m office_scheduler --api-url <url> mcp --token-file <file>
+--workspace ... --agent ... [--task ...] --run ...``: the run-scoped token is written to a
+0600 file in the run's temp dir instead of being put on a command line or relying on the
+CLI to pass ``OFFICE_TOKEN`` through to its MCP servers (Codex and Gemini filter the
+environment of MCP servers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from office_scheduler.domain.models import Launch
+
+PRESET_NAMES: Final = ("claude", "codex", "gemini")
+#: The name our MCP server has inside each CLI (Claude tools are ``mcp__office__<tool>``).
+MCP_SERVER_NAME: Final = "office"
+#: Longest prompt (bytes) passed to Gemini as an argument; Linux caps one argument at 128 KiB.
+ARGV_PROMPT_LIMIT: Final = 100_000
+#: Gemini's ``--prompt`` when the prompt itself goes on stdin.
+GEMINI_STDIN_PROMPT: Final = (
+    "Your complete instructions for this session are the text given above on standard input. "
+    "Follow them."
+)
+TOKEN_FILE: Final = "office-token"  # noqa: S105 - a file name, not a secret
+CLAUDE_MCP_FILE: Final = "claude-mcp.json"
+GEMINI_SETTINGS_FILE: Final = "gemini-system-defaults.json"
+
+
+class PresetError(ValueError):
+    """The executor names a preset that does not exist."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Invocation:
+    """How to start one agent CLI session.
+
+    Attributes:
+        argv: the complete command line.
+        env: variables added to the launch's environment.
+        stdin: bytes written to the CLI's stdin (then closed).
+    """
+
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    stdin: bytes
+
+
+def mcp_server_command(launch: Launch, tmpdir: Path) -> tuple[str, ...]:
+    """The command line of ``office mcp`` for this run; writes the token file when needed.
+
+    Args:
+        launch: the session; ``OFFICE_API_URL`` and ``OFFICE_TOKEN`` come from its env.
+        tmpdir: the run's private temp dir (removed when the session ends).
+
+    Returns:
+        ``(python, "-m", "office_scheduler", ..., "mcp", ...)`` with the run's identity.
+    """
+    token = launch.env.get("OFFICE_TOKEN")
+    token_args: tuple[str, ...] = ()
+    if token:
+        path = tmpdir / TOKEN_FILE
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(token)
+        token_args = ("--token-file", str(path))
+    return mcp_server_argv(launch, token_args)
+
+
+def mcp_server_argv(launch: Launch, token_args: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The command line of ``office mcp`` for this run, without writing anything.
+
+    Args:
+        launch: the session; ``OFFICE_API_URL`` comes from its env.
+        token_args: how the server gets the run token (``--token-file PATH``); empty when
+            the caller passes ``OFFICE_TOKEN`` in the server's environment instead.
+
+    Returns:
+        ``(python, "-m", "office_scheduler", ..., "mcp", ...)`` with the run's identity.
+    """
+    command = [sys.executable, "-m", "office_scheduler"]
+    api_url = launch.env.get("OFFICE_API_URL")
+    if api_url:
+        command += ["--api-url", api_url]
+    command += ["mcp", *token_args, "--workspace", launch.workspace_id, "--agent", launch.agent_id]
+    if launch.task_id:
+        command += ["--task", launch.task_id]
+    command += ["--run", str(launch.run_id)]
+    return tuple(command)
+
+
+def _write_json(path: Path, data: object) -> str:
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return str(path)
+
+
+def _toml(value: str | list[str]) -> str:
+    """A TOML basic string or array of them (JSON strings are valid TOML basic strings)."""
+    return json.dumps(value)
+
+
+def _claude(launch: Launch, tmpdir: Path) -> Invocation:
+    server = mcp_server_command(launch, tmpdir)
+    config = {"mcpServers": {MCP_SERVER_NAME: {"command": server[0], "args": list(server[1:])}}}
+    argv = [
+        "claude",
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--mcp-config",
+        _write_json(tmpdir / CLAUDE_MCP_FILE, config),
+        "--allowedTools",
+        f"mcp__{MCP_SERVER_NAME}",
+        *launch.config.preset_args,
+    ]
+    if launch.resume_session_id:
+        argv += ["--resume", launch.resume_session_id]
+    return Invocation(argv=tuple(argv), env={}, stdin=launch.prompt.encode("utf-8", "replace"))
+
+
+def _codex(launch: Launch, tmpdir: Path) -> Invocation:
+    server = mcp_server_command(launch, tmpdir)
+    key = f"mcp_servers.{MCP_SERVER_NAME}"
+    argv = [
+        "codex",
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "-c",
+        f"{key}.command={_toml(server[0])}",
+        "-c",
+        f"{key}.args={_toml(list(server[1:]))}",
+        *launch.config.preset_args,
+    ]
+    if launch.resume_session_id:
+        argv += ["resume", launch.resume_session_id]
+    argv.append("-")
+    return Invocation(argv=tuple(argv), env={}, stdin=launch.prompt.encode("utf-8", "replace"))
+
+
+def _gemini(launch: Launch, tmpdir: Path) -> Invocation:
+    server = mcp_server_command(launch, tmpdir)
+    settings = {
+        "mcpServers": {
+            MCP_SERVER_NAME: {"command": server[0], "args": list(server[1:]), "trust": True}
+        }
+    }
+    env = {"GEMINI_CLI_SYSTEM_DEFAULTS_PATH": _write_json(tmpdir / GEMINI_SETTINGS_FILE, settings)}
+    argv = ["gemini", "--output-format", "stream-json", *launch.config.preset_args]
+    if launch.resume_session_id:
+        argv += ["--resume", launch.resume_session_id]
+    prompt = launch.prompt.encode("utf-8", "replace")
+    if len(prompt) <= ARGV_PROMPT_LIMIT:
+        return Invocation(argv=(*argv, "--prompt", launch.prompt), env=env, stdin=b"")
+    return Invocation(argv=(*argv, "--prompt", GEMINI_STDIN_PROMPT), env=env, stdin=prompt)
+
+
+_BUILDERS = {"claude": _claude, "codex": _codex, "gemini": _gemini}
+
+
+def build_invocation(launch: Launch, tmpdir: Path) -> Invocation | None:
+    """The preset's invocation for ``launch``, or None when the executor has its own argv.
+
+    An explicit ``argv`` wins over a preset. A resumed run (``launch.resume_session_id``)
+    gets the CLI's resume argument; taskless runs never carry one (the pipeline decides).
+
+    Args:
+        launch: the session to start.
+        tmpdir: the run's private temp dir, for the token and MCP config files.
+
+    Returns:
+        The invocation, or None when ``launch.config.argv`` is set or no preset is named.
+
+    Raises:
+        PresetError: the preset name is not one of :data:`PRESET_NAMES`.
+    """
+    config = launch.config
+    if config.argv or config.preset is None:
+        return None
+    builder = _BUILDERS.get(config.preset)
+    if builder is None:
+        raise PresetError(
+            f"executor {config.name!r} names preset {config.preset!r}; "
+            f"known presets: {', '.join(PRESET_NAMES)}"
+        )
+    return builder(launch, tmpdir)

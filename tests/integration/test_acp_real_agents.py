@@ -1,0 +1,109 @@
+"""Opt-in: our ACP client against the published ``@zed-industries/claude-code-acp`` agent.
+
+Run with ``pytest -m real_agents tests/integration/test_acp_real_agents.py``. It installs the
+package from npm into a temporary folder and drives it through the ``acp`` executor. No
+credentials exist on these machines, so only the handshake is asserted: ``initialize`` and
+``session/new`` complete (the prompt turn then fails or is cut short; its outcome is not
+checked). Deselected by default; skipped with a reason when npm or its registry is unreachable.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from office_scheduler.domain.models import ExecutorConfig, Launch
+from office_scheduler.executors.acp import AcpExecutor
+
+PACKAGE = "@zed-industries/claude-code-acp"
+
+pytestmark = [pytest.mark.real_agents, pytest.mark.timeout(600)]
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.events: list[tuple[str, str, dict[str, Any]]] = []
+        self.lines: list[tuple[str, str]] = []
+
+    async def started(self, pid: int) -> None:
+        self.pid = pid
+
+    async def output(self, stream: str, line: str) -> None:
+        self.lines.append((stream, line))
+
+    async def event(self, kind: str, message: str, data: Any) -> None:
+        self.events.append((kind, message, dict(data)))
+
+
+@pytest.fixture
+def installed_agent(tmp_path: Path) -> Path:
+    """The installed agent's executable; skips when npm or its registry is unreachable.
+
+    The ``real_agents`` marker keeps this test out of the default run (``addopts`` has
+    ``-m 'not real_agents'``); ``pytest -m real_agents`` selects it.
+    """
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("npx") is None or shutil.which("node") is None:
+        pytest.skip("npm/npx/node are not installed")
+    ping = subprocess.run([npm, "ping"], capture_output=True, text=True, timeout=60, check=False)
+    if ping.returncode != 0:
+        pytest.skip(f"the npm registry is unreachable: {ping.stderr.strip()[-200:]}")
+    prefix = tmp_path / "npm"
+    install = subprocess.run(
+        [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), PACKAGE],
+        capture_output=True,
+        text=True,
+        timeout=480,
+        check=False,
+    )
+    if install.returncode != 0:
+        pytest.skip(f"npm install {PACKAGE} failed: {install.stderr.strip()[-300:]}")
+    binary = prefix / "node_modules" / ".bin" / "claude-code-acp"
+    assert binary.exists(), f"{PACKAGE} installed no claude-code-acp executable"
+    return binary
+
+
+async def test_claude_code_acp_completes_initialize_and_session_new(
+    installed_agent: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    work = tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    node_dir = str(Path(shutil.which("node") or "node").parent)
+    launch = Launch(
+        run_id=1,
+        agent_id="agent-1",
+        task_id=None,
+        workspace_id="ws-1",
+        prompt="Say hello.",
+        config=ExecutorConfig(
+            name="claude-code-acp",
+            kind="acp",
+            argv=(str(installed_agent),),
+            timeout_s=60,
+            inactivity_timeout_s=60,
+        ),
+        # No credentials: an empty HOME and a PATH that finds node.
+        env={
+            "HOME": str(home),
+            "PATH": os.pathsep.join([node_dir, os.path.dirname(sys.executable), "/usr/bin"]),
+        },
+        cwd=str(work),
+        permission_policy={"mode": "deny"},
+    )
+    sink = Sink()
+
+    outcome = await AcpExecutor(cancel_grace_s=2.0, kill_grace_s=2.0).run(launch, sink)
+
+    news = [data for kind, _, data in sink.events if kind == "acp_session_new"]
+    assert news, f"no session/new: {outcome.message} / {sink.lines[-5:]}"
+    assert news[0]["session_id"]
+    assert outcome.external_session_id == news[0]["session_id"]
