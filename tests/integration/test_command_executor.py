@@ -167,7 +167,9 @@ async def test_success_reports_result_session_and_usage(tmp_path: Path) -> None:
     assert outcome.result == result
     assert outcome.message == "All done."
     assert outcome.external_session_id == "sess-123"
-    assert outcome.usage == Usage(input_tokens=100, output_tokens=7, cost_subcents=5000)
+    assert outcome.usage == Usage(
+        input_tokens=100, output_tokens=7, cost_subcents=5000, priced=True
+    )
     assert "working on it" in sink.lines["stdout"]
     assert sink.lines["stderr"] == ["a warning"]
     assert json.loads(sink.lines["stdout"][2]) == {"pid": sink.pid}

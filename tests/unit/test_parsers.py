@@ -33,7 +33,7 @@ CASES: list[tuple[str, dict[str, Any], ParsedResult]] = [
         ParsedResult(
             message="Done: fixed the bug.",
             session_id="3f1c-uuid",
-            usage=Usage(input_tokens=115, output_tokens=42, cost_subcents=123),
+            usage=Usage(input_tokens=115, output_tokens=42, cost_subcents=123, priced=True),
         ),
     ),
     (
@@ -56,7 +56,8 @@ CASES: list[tuple[str, dict[str, Any], ParsedResult]] = [
             },
         },
         ParsedResult(
-            message="ok", usage=Usage(input_tokens=160, output_tokens=22, cost_subcents=110)
+            message="ok",
+            usage=Usage(input_tokens=160, output_tokens=22, cost_subcents=110, priced=True),
         ),
     ),
     (
@@ -77,7 +78,11 @@ CASES: list[tuple[str, dict[str, Any], ParsedResult]] = [
     (
         "claude error subtype without text",
         {"type": "result", "subtype": "error_max_turns", "is_error": False, "num_turns": 3},
-        ParsedResult(is_error=True, message="error_max_turns"),
+        ParsedResult(
+            is_error=True,
+            message="error_max_turns: the agent reached its maximum number of turns (3 turns)",
+            error_family=ErrorFamily.TIMEOUT,
+        ),
     ),
     (
         "claude errors list",
@@ -128,7 +133,7 @@ CASES: list[tuple[str, dict[str, Any], ParsedResult]] = [
             "type": "turn.completed",
             "usage": {"input_tokens": 500, "cached_input_tokens": 400, "output_tokens": 30},
         },
-        ParsedResult(usage=Usage(input_tokens=500, output_tokens=30)),
+        ParsedResult(usage=Usage(input_tokens=500, output_tokens=30, priced=False)),
     ),
     (
         "codex agent message",
@@ -163,13 +168,13 @@ CASES: list[tuple[str, dict[str, Any], ParsedResult]] = [
         ParsedResult(
             message="The answer.",
             session_id="g-1",
-            usage=Usage(input_tokens=70, output_tokens=10),
+            usage=Usage(input_tokens=70, output_tokens=10, model="gemini-2.5-pro", priced=False),
         ),
     ),
     (
         "gemini json flat stats",
         {"response": "x", "stats": {"inputTokens": 12, "outputTokens": 8}},
-        ParsedResult(message="x", usage=Usage(input_tokens=12, output_tokens=8)),
+        ParsedResult(message="x", usage=Usage(input_tokens=12, output_tokens=8, priced=False)),
     ),
     (
         "gemini json auth error",
@@ -187,7 +192,7 @@ CASES: list[tuple[str, dict[str, Any], ParsedResult]] = [
     (
         "gemini stream result",
         {"type": "result", "status": "success", "stats": {"input_tokens": 5, "output_tokens": 6}},
-        ParsedResult(usage=Usage(input_tokens=5, output_tokens=6)),
+        ParsedResult(usage=Usage(input_tokens=5, output_tokens=6, priced=False)),
     ),
     (
         "gemini stream result error",
@@ -217,7 +222,9 @@ CASES: list[tuple[str, dict[str, Any], ParsedResult]] = [
     (
         "generic cost_usd",
         {"status": "ok", "usage": {"input_tokens": 3, "output_tokens": 4}, "cost_usd": 1.5},
-        ParsedResult(usage=Usage(input_tokens=3, output_tokens=4, cost_subcents=15000)),
+        ParsedResult(
+            usage=Usage(input_tokens=3, output_tokens=4, cost_subcents=15000, priced=True)
+        ),
     ),
     ("null error is no error", {"error": None, "result": "r"}, ParsedResult(message="r")),
     ("unknown object", {"foo": 1}, ParsedResult()),
@@ -254,9 +261,9 @@ def test_accumulator_folds_codex_stream() -> None:
     for line in lines:
         acc.add(line)
     assert acc.session_id == "th_1"
-    assert acc.usage == Usage(input_tokens=9, output_tokens=3)
+    assert acc.usage == Usage(input_tokens=9, output_tokens=3, priced=False)
     assert acc.summary == "Fixed it."
-    assert acc.last == ParsedResult(usage=Usage(input_tokens=9, output_tokens=3))
+    assert acc.last == ParsedResult(usage=Usage(input_tokens=9, output_tokens=3, priced=False))
 
 
 def test_accumulator_keeps_latest_session_and_usage() -> None:
