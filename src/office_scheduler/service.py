@@ -14,7 +14,9 @@ from typing import IO, Any
 import sqlalchemy as sa
 import structlog
 
+from office_scheduler.agent_control import AgentControl
 from office_scheduler.auth import TokenService
+from office_scheduler.budgets import BudgetService
 from office_scheduler.clock import Clock, SystemClock
 from office_scheduler.config import Settings
 from office_scheduler.domain.errors import DatabaseLockedError, InvalidInputError, NotFoundError
@@ -41,10 +43,11 @@ log = structlog.get_logger(__name__)
 
 
 def default_executors() -> dict[str, Executor]:
-    """The executor implementations by kind (``command``)."""
+    """The executor implementations by kind (``command``, ``acp``)."""
+    from office_scheduler.executors.acp import AcpExecutor
     from office_scheduler.executors.command import CommandExecutor
 
-    return {"command": CommandExecutor()}
+    return {"command": CommandExecutor(), "acp": AcpExecutor()}
 
 
 def _scoped_key(scope: str, key: str | None) -> str | None:
@@ -96,11 +99,19 @@ class Service:
         )
         self.intake = Intake(self.store, self.clock, poke=self.runs.poke, publish=self.bus.publish)
         self.office = OfficeService(self.store, self.clock, self.bus)
+        self.agents = AgentControl(
+            self.store, self.clock, publish=self.bus.publish, poke=self.runs.poke
+        )
+        self.approvals = self.office.approvals
+        self.approvals.register(self.bus)
         OfficeSubscribers(self.store, self.intake).register(self.bus)
         self.routines = RoutineService(
             self.store, self.clock, enqueue=self.intake.enqueue, publish=self.bus.publish
         )
         RoutineRunSubscribers(self.store, self.clock).register(self.bus)
+        self.budgets = BudgetService(
+            self.store, self.clock, enqueue=self.intake.enqueue, publish=self.bus.publish
+        )
         self.cron_firer = CronFirer(self.store, self.clock, self.routines.dispatch)
         self.cron = CronLoop(
             fire_due=self.cron_firer.fire_due,

@@ -71,6 +71,24 @@ def test_workspace_crud_hides_executor_secrets(api: Api) -> None:
     assert error_of(duplicate)["field"] == "name"
 
 
+def test_executor_preset_round_trips_through_the_api(api: Api) -> None:
+    ws_id = api.workspace()["id"]
+    patch = {
+        "settings": {
+            "executors": {"claude": {"preset": "claude", "preset_args": ["--model", "sonnet"]}}
+        }
+    }
+    changed = api.ok("PATCH", f"/api/v1/workspaces/{ws_id}", json=patch)
+    executor = changed["settings"]["executors"]["claude"]
+    assert (executor["preset"], executor["preset_args"]) == ("claude", ["--model", "sonnet"])
+    stored = api.service.store.office.get_workspace(ws_id).settings.executors["claude"]
+    assert (stored.preset, stored.preset_args) == ("claude", ("--model", "sonnet"))
+    bad = {"settings": {"executors": {"x": {"preset": "cursor"}}}}
+    response = api.request("PATCH", f"/api/v1/workspaces/{ws_id}", json=bad)
+    assert response.status_code == 422
+    assert "preset" in error_of(response)["field"]
+
+
 def test_project_crud(api: Api) -> None:
     ws_id = api.workspace()["id"]
     path = f"/api/v1/workspaces/{ws_id}/projects"

@@ -240,6 +240,8 @@ async def test_reassignment_cancels_the_previous_assignees_retry_at_once(office:
     )
     assert [r.id for r in ended] == [run.id]
     assert _event(office, run.id, "run_cancelled") == {"reason": "retry_stale_assignee"}
+    [entry] = office.store.runlog.list_activity(office.workspace.id, kind="run_cancelled").items
+    assert (entry.run_id, entry.data["reason"]) == (run.id, "retry_stale_assignee")
     assert office.store.office.get_task(task.id).checkout_agent_id is None
     # The new assignee is woken as usual; the old agent never runs again.
     await _drain(office)
@@ -343,6 +345,7 @@ async def test_agent_is_paused_after_three_escalations_in_a_row(office: Office) 
         await _fail_until_escalated(office, task)
         status = office.store.office.get_agent(office.worker.id).status
         assert status is (AgentStatus.PAUSED if number == 3 else AgentStatus.IDLE)
+    assert office.store.office.get_agent(office.worker.id).paused_reason == "escalations"
     inbox = office.store.runlog.list_inbox(office.workspace.id)
     assert [i.kind for i in inbox] == [InboxKind.AGENT_PAUSED] + [InboxKind.AGENT_ERROR] * 3
     assert "3 runs of ann in a row failed 4 times" in inbox[0].body

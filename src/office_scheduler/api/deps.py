@@ -22,6 +22,7 @@ from office_scheduler.domain.errors import (
 )
 from office_scheduler.domain.models import Agent, Project, Run, Task, WakeupRequest, Workspace
 from office_scheduler.service import Service
+from office_scheduler.store.activity import USER_ACTOR, agent_actor
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -88,6 +89,18 @@ def require_admin(principal: Principal) -> None:
     """
     if not principal.is_admin:
         raise ForbiddenError("this operation needs an admin token")
+
+
+def actor_of(principal: Principal) -> str:
+    """The activity-log actor of the caller.
+
+    Returns:
+        ``user`` for an admin token, ``agent:<id>`` for a run token (the strings of
+        :mod:`office_scheduler.store.activity`).
+    """
+    if principal.is_admin or principal.agent_id is None:
+        return USER_ACTOR
+    return agent_actor(principal.agent_id)
 
 
 def check_workspace(

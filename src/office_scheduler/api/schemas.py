@@ -92,6 +92,8 @@ class ExecutorIn(InputModel):
     timeout_s: float = Field(default=3600.0, gt=0, le=MAX_SESSION_S)
     inactivity_timeout_s: float = Field(default=600.0, gt=0, le=MAX_SESSION_S)
     pass_env: Annotated[list[EnvName], Field(max_length=MAX_ITEMS)] | None = None
+    preset: Literal["claude", "codex", "gemini"] | None = None
+    preset_args: Annotated[list[Arg], Field(max_length=MAX_ITEMS)] = Field(default_factory=list)
 
     def to_config(self, name: str, *, keep_env: dict[str, str] | None = None) -> ExecutorConfig:
         """The domain executor definition called ``name``.
@@ -111,6 +113,8 @@ class ExecutorIn(InputModel):
             cwd=self.cwd,
             timeout_s=self.timeout_s,
             inactivity_timeout_s=self.inactivity_timeout_s,
+            preset=self.preset,
+            preset_args=tuple(self.preset_args),
         )
         if self.pass_env is None:
             return config
@@ -227,12 +231,16 @@ class AgentCreate(InputModel):
     cooldown_s: float = Field(default=10.0, ge=0, le=7 * 86_400)
     skip_idle_wakeups: bool | None = None
     executor: Name | None = None
+    reports_to: EntityId | None = None
+    permission_policy: dict[str, Any] | None = None
 
 
 class AgentPatch(InputModel):
     """``PATCH /api/v1/agents/{id}`` (pause: ``{"status": "paused"}``, resume: ``"idle"``).
 
-    ``null`` clears ``executor`` and resets ``skip_idle_wakeups`` to the role's default.
+    ``null`` clears ``executor``, ``reports_to`` and ``permission_policy`` and resets
+    ``skip_idle_wakeups`` to the role's default. A status change goes through the same
+    rules as ``POST /agents/{id}/pause|resume|stop``.
     """
 
     name: Name | None = None
@@ -243,8 +251,12 @@ class AgentPatch(InputModel):
     cooldown_s: float | None = Field(default=None, ge=0, le=7 * 86_400)
     skip_idle_wakeups: bool | None = None
     executor: Name | None = None
+    reports_to: EntityId | None = None
+    permission_policy: dict[str, Any] | None = None
 
-    NULLABLE: ClassVar[frozenset[str]] = frozenset({"executor", "skip_idle_wakeups"})
+    NULLABLE: ClassVar[frozenset[str]] = frozenset(
+        {"executor", "skip_idle_wakeups", "reports_to", "permission_policy"}
+    )
 
 
 class WakeIn(InputModel):
@@ -303,6 +315,21 @@ class CommentIn(InputModel):
     """``POST /api/v1/tasks/{id}/comments``."""
 
     body: Body
+
+
+class ChannelMessageIn(InputModel):
+    """``POST /api/v1/channels/{task_id}/messages``: a message from a chat integration."""
+
+    text: Body
+    author: Name
+    channel: Annotated[str, Field(min_length=1, max_length=60)]
+
+    @field_validator("text", "author", "channel")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
 
 
 class QueueRunIn(InputModel):

@@ -88,6 +88,8 @@ class ExecutorOut(View):
     timeout_s: float
     inactivity_timeout_s: float
     pass_env: list[str]
+    preset: str | None = None
+    preset_args: list[str] = []
 
     @classmethod
     def of(cls, config: ExecutorConfig) -> ExecutorOut:
@@ -101,6 +103,8 @@ class ExecutorOut(View):
             timeout_s=config.timeout_s,
             inactivity_timeout_s=config.inactivity_timeout_s,
             pass_env=list(config.pass_env),
+            preset=config.preset,
+            preset_args=list(config.preset_args),
         )
 
 
@@ -174,6 +178,9 @@ class AgentOut(View):
     cooldown_s: float
     skip_idle_wakeups: bool
     executor: str | None
+    reports_to: str | None
+    paused_reason: str | None
+    permission_policy: dict[str, Any] | None
     last_wakeup_finished_at: Timestamp | None
     created_at: Timestamp
 
@@ -191,6 +198,9 @@ class AgentOut(View):
             cooldown_s=agent.cooldown.total_seconds(),
             skip_idle_wakeups=agent.skip_idle_wakeups,
             executor=agent.executor,
+            reports_to=agent.reports_to,
+            paused_reason=agent.paused_reason,
+            permission_policy=agent.permission_policy,
             last_wakeup_finished_at=agent.last_wakeup_finished_at,
             created_at=agent.created_at,
         )
@@ -238,6 +248,8 @@ class CommentOut(View):
     author_kind: AuthorKind
     author_agent_id: str | None
     body: str
+    channel: str | None = None
+    external_author: str | None = None
     created_at: Timestamp
 
 
@@ -314,6 +326,8 @@ class RunDetailOut(RunOut):
     """A run with its prompt and its event log."""
 
     prompt: str | None
+    #: ``full`` (the whole wake prompt) or ``delta`` (what is new for a resumed session).
+    prompt_kind: str | None = None
     events: list[RunEventOut]
 
 
@@ -335,12 +349,13 @@ class IntakeOut(BaseModel):
 
 
 class ActivityOut(View):
-    """An entry of a workspace's activity log."""
+    """An activity-log entry; ``actor`` is ``system``, ``user`` or ``agent:<id>``."""
 
     id: int
     workspace_id: str
     at: Timestamp
     kind: str
+    actor: str
     agent_id: str | None
     task_id: str | None
     run_id: int | None
@@ -358,7 +373,11 @@ class InboxOut(View):
     title: str
     body: str
     data: dict[str, Any]
+    agent_id: str | None
+    task_id: str | None
+    approval_id: str | None
     created_at: Timestamp
+    resolved_at: Timestamp | None
 
 
 class HealthOut(BaseModel):

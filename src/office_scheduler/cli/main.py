@@ -44,13 +44,18 @@ COMMANDS = {
     "demo": "demo:demo",
     "task": "tasks:task_group",
     "comment": "tasks:comment_group",
+    "approval": "approvals:approval_group",
     "routine": "routines:routine_group",
     "wake": "ops:wake",
     "runs": "ops:runs_group",
     "wakeups": "ops:wakeups_group",
-    "agent": "ops:agent_group",
+    "agent": "agents:agent_group",
+    "inbox": "inbox:inbox_group",
+    "activity": "activity:activity_group",
     "workspace": "ops:workspace_group",
     "cron": "cron:cron_group",
+    "budget": "budgets:budget_group",
+    "mcp": "mcp:mcp_command",
 }
 
 

@@ -144,10 +144,13 @@ def task_update(
 @click.argument("task_id")
 @json_option
 def task_done(task_id: str) -> None:
-    """Mark a task DONE (wakes dependants and, when it was the last child, the parent)."""
+    """Mark a task DONE (wakes dependants and, when it was the last child, the parent).
+
+    A ``requires_approval`` task finished by its own agent goes to IN_REVIEW instead.
+    """
     with api() as client:
         task = client.patch(f"/tasks/{task_id}", {"state": TaskState.DONE.value})
-    emit(task, lambda: click.echo(f"task {task['id']} is DONE"))
+    emit(task, lambda: click.echo(f"task {task['id']} is {task['state']}"))
 
 
 @task_group.command("list")

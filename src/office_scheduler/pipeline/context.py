@@ -112,6 +112,8 @@ class RunContext:
             return
         self.ended = ended
         await self.event(f"run_{status.value}", error or reason.value, reason=reason.value)
+        # Skips and cancels by a guard go to the activity log (one place for every guard).
+        await asyncio.to_thread(self.deps.store.runlog.log_run_skip, ended, now=now)
         log.info(
             "run_ended",
             run_id=self.run.id,

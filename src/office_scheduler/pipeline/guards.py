@@ -37,10 +37,15 @@ async def load(ctx: RunContext, call_next: Next) -> None:
 
 
 async def agent_guard(ctx: RunContext, call_next: Next) -> None:
-    """A paused or stopped agent's run finishes without action."""
+    """A paused or stopped agent's run finishes without action.
+
+    Reason ``budget_exceeded`` when a budget paused the agent, ``agent_paused`` otherwise.
+    """
     assert ctx.agent is not None
     if ctx.agent.status in (AgentStatus.PAUSED, AgentStatus.STOPPED):
-        await ctx.end(RunStatus.FINISHED, RunReason.AGENT_PAUSED)
+        by_budget = ctx.agent.paused_reason == RunReason.BUDGET_EXCEEDED.value
+        reason = RunReason.BUDGET_EXCEEDED if by_budget else RunReason.AGENT_PAUSED
+        await ctx.end(RunStatus.FINISHED, reason)
         return
     await call_next()
 
@@ -115,8 +120,10 @@ async def blocker_hold(ctx: RunContext, call_next: Next) -> None:
     """Hold a pure ``task_assigned`` run while its task has open blockers.
 
     The run finishes with reason ``blocked``; the ``task_blockers_resolved`` wake sent when
-    the last blocker ends starts the work. A run that also carries other wakes (a comment)
-    goes ahead so that nothing merged into it is swallowed.
+    the last blocker ends starts the work. Likewise a run of only ``task_children_completed``
+    wakes finishes with reason ``children_pending`` while a subtask is still open (the
+    specification wakes the parent once *all* children ended). A run that also carries
+    other wakes (a comment) goes ahead so that nothing merged into it is swallowed.
     """
     if ctx.task is not None and all(
         entry.source is WakeSource.TASK_ASSIGNED for entry in ctx.run.context
@@ -126,12 +133,26 @@ async def blocker_hold(ctx: RunContext, call_next: Next) -> None:
             await ctx.event("blocked", "task has open blockers", blocker_ids=open_ids)
             await ctx.end(RunStatus.FINISHED, RunReason.BLOCKED)
             return
+    if ctx.task is not None and all(
+        entry.source is WakeSource.TASK_CHILDREN_COMPLETED for entry in ctx.run.context
+    ):
+        # Every ending child sends a wake (so a burst coalesces); launch once all have ended.
+        children = await asyncio.to_thread(ctx.deps.store.office.list_children, ctx.task.id)
+        pending = [c.id for c in children if not c.state.is_terminal and c.archived_at is None]
+        if pending:
+            await ctx.event("children_pending", "task has open subtasks", child_ids=pending)
+            await ctx.end(RunStatus.FINISHED, RunReason.CHILDREN_PENDING)
+            return
     await call_next()
 
 
 async def checkout(ctx: RunContext, call_next: Next) -> None:
-    """Take the task's exclusive checkout for this run; a conflict finishes without retry."""
-    if ctx.task is None:
+    """Take the task's exclusive checkout for this run; a conflict finishes without retry.
+
+    A reviewer's run (a review-stage wake) reads the task without taking it over, so it
+    takes no checkout: several reviewers, and the assignee, may run at the same time.
+    """
+    if ctx.task is None or is_review_wake(ctx.run):
         await call_next()
         return
     taken = await asyncio.to_thread(

@@ -10,17 +10,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import structlog
 
 from office_scheduler.domain.events import RunStarted
 from office_scheduler.domain.models import ExecutorConfig, Launch, Outcome
 from office_scheduler.domain.status import InboxKind, OutcomeStatus, RunReason, RunStatus
+from office_scheduler.pipeline.budget import record_cost
 from office_scheduler.pipeline.context import RunContext
 from office_scheduler.pipeline.output import OutputRecorder
+from office_scheduler.pipeline.prompting import build_run_prompt
 from office_scheduler.pipeline.retries import record_failure
-from office_scheduler.prompts import PromptInput, build_prompt
+from office_scheduler.pipeline.summary import record_summary
 
 log = structlog.get_logger(__name__)
 
@@ -28,7 +29,7 @@ Next = Callable[[], Awaitable[None]]
 
 
 async def build_context(ctx: RunContext, call_next: Next) -> None:
-    """Assemble the wake prompt from the run's merged context and its task."""
+    """Assemble the prompt: the full wake prompt, or the resume delta for a resumed session."""
     await _build_prompt(ctx)
     await call_next()
 
@@ -36,33 +37,16 @@ async def build_context(ctx: RunContext, call_next: Next) -> None:
 async def _build_prompt(ctx: RunContext) -> None:
     assert ctx.agent is not None
     assert ctx.workspace is not None
-    office = ctx.deps.store.office
-    run = await asyncio.to_thread(ctx.deps.store.queue.get_run, ctx.run.id)
-    comments: list[Any] = []
-    children: list[Any] = []
-    blockers: list[Any] = []
-    if ctx.task is not None:
-        comments = await asyncio.to_thread(office.list_comments, ctx.task.id)
-        children = await asyncio.to_thread(office.list_children, ctx.task.id)
-        blockers = [
-            await asyncio.to_thread(office.get_task, blocker_id)
-            for blocker_id in ctx.task.blocked_by
-        ]
-    ctx.run = run
-    ctx.prompt = build_prompt(
-        PromptInput(
-            workspace=ctx.workspace,
-            agent=ctx.agent,
-            context=run.context,
-            task=ctx.task,
-            project=ctx.project,
-            comments=comments,
-            children=children,
-            blockers=blockers,
-            run_id=run.id,
-        )
-    )
-    ctx.prompt_version = run.context_version
+    await build_run_prompt(ctx, executor=_planned_executor(ctx))
+
+
+def _planned_executor(ctx: RunContext) -> ExecutorConfig | None:
+    """The executor the run will use (resolved later by ``resolve_executor``), if any."""
+    if ctx.executor_config is not None:
+        return ctx.executor_config
+    assert ctx.workspace is not None
+    name, _ = _pick_executor(ctx)
+    return ctx.workspace.settings.executors.get(name) if name else None
 
 
 def _pick_executor(ctx: RunContext) -> tuple[str | None, str]:
@@ -157,6 +141,7 @@ async def open_session(ctx: RunContext, call_next: Next) -> None:
         now=ctx.deps.clock.now(),
     )
     ctx.extras["resume_session_id"] = prior.external_session_id if prior else None
+    ctx.extras["resume_cwd"] = prior.cwd if prior else None
     await call_next()
 
 
@@ -236,6 +221,9 @@ async def launch(ctx: RunContext, call_next: Next) -> None:
         env=_environment(ctx, config, token),
         cwd=ctx.session.cwd or str(deps.settings.home),
         resume_session_id=ctx.extras.get("resume_session_id"),
+        resume_cwd=ctx.extras.get("resume_cwd"),
+        permission_policy=ctx.agent.permission_policy,
+        full_prompt=ctx.extras.get("full_prompt"),
     )
     recorder = OutputRecorder(
         store=deps.store, clock=deps.clock, run_id=ctx.run.id, limit=deps.settings.max_output_events
@@ -252,6 +240,7 @@ async def launch(ctx: RunContext, call_next: Next) -> None:
 
 async def _record_outcome(ctx: RunContext, outcome: Outcome) -> None:
     store = ctx.deps.store
+    await record_cost(ctx, outcome)
     if outcome.external_session_id and ctx.session is not None:
         await asyncio.to_thread(
             store.runlog.set_external_session_id, ctx.session.id, outcome.external_session_id
@@ -264,5 +253,6 @@ async def _record_outcome(ctx: RunContext, outcome: Outcome) -> None:
             usage=asdict(outcome.usage),
             exit_code=outcome.exit_code,
         )
+        await record_summary(ctx, outcome)
         return
     await record_failure(ctx, outcome)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -53,6 +54,20 @@ class OutputRecorder:
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS] + f"…({len(line) - MAX_LINE_CHARS} more chars)"
         self._buffer.append((self._run_id, f"output.{stream}", line, {}, self._clock.now()))
+        loop_now = asyncio.get_running_loop().time()
+        if len(self._buffer) >= BATCH_LINES or loop_now - self._last_flush >= BATCH_SECONDS:
+            await self.flush()
+
+    async def event(self, kind: str, message: str, data: Mapping[str, Any]) -> None:
+        """Buffer one structured run event, kept in order with the output lines.
+
+        Events are not subject to the output ``limit``: executors send few of them (the
+        ``acp`` executor caps its own), and decisions such as a session fallback or a
+        permission answer must not be lost behind a flood of output.
+        """
+        if len(message) > MAX_LINE_CHARS:
+            message = message[:MAX_LINE_CHARS] + f"…({len(message) - MAX_LINE_CHARS} more chars)"
+        self._buffer.append((self._run_id, kind, message, dict(data), self._clock.now()))
         loop_now = asyncio.get_running_loop().time()
         if len(self._buffer) >= BATCH_LINES or loop_now - self._last_flush >= BATCH_SECONDS:
             await self.flush()

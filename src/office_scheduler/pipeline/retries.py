@@ -221,7 +221,11 @@ async def _pause_if_failing(ctx: RunContext, run: Run) -> None:
         return
     now = deps.clock.now()
     await asyncio.to_thread(
-        deps.store.office.update_agent, agent.id, now=now, status=AgentStatus.PAUSED
+        deps.store.office.update_agent,
+        agent.id,
+        now=now,
+        status=AgentStatus.PAUSED,
+        paused_reason="escalations",
     )
     why = (
         f"{streak} runs of {agent.name} in a row failed {deps.settings.max_run_failures} times "

@@ -1,10 +1,11 @@
 """The default step order of the processing pipeline (DESIGN §6).
 
-Budget pre-checks slot in between ``checkout`` and ``build_context`` when budgets arrive.
+The budget pre-check (step 7) sits between ``checkout`` and ``build_context``.
 """
 
 from __future__ import annotations
 
+from office_scheduler.pipeline.budget import budget_check
 from office_scheduler.pipeline.context import Step
 from office_scheduler.pipeline.guards import (
     agent_guard,
@@ -23,6 +24,7 @@ DEFAULT_STEPS: tuple[Step, ...] = (
     idle_skip,
     blocker_hold,
     checkout,
+    budget_check,
     build_context,
     resolve_executor,
     open_session,

@@ -170,6 +170,7 @@ class MaintenanceLoop(OwnedLoop):
             task_id=run.task_id,
             reason=run.reason.value,
         )
+        await asyncio.to_thread(self._store.runlog.log_run_skip, run, now=self._clock.now())
         await self._publish(RunEnded(run=run))
 
     async def recovery_sweep(self) -> int:
@@ -178,7 +179,7 @@ class MaintenanceLoop(OwnedLoop):
         Nothing is scanned while no workspace has adopted Office (has an agent). Each
         dispatch goes through intake and is logged as activity ``recovery_dispatch``; every
         workspace that had candidates gets one ``recovery_sweep_complete`` entry with its
-        ``dispatched_count``. Agents over budget will be skipped here once budgets exist.
+        ``dispatched_count``. Agents a blocking budget stopped this period are skipped.
 
         Returns:
             How many tasks were dispatched.

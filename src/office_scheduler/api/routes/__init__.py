@@ -6,8 +6,12 @@ from fastapi import APIRouter
 
 from office_scheduler.api.routes import (
     agents,
+    approvals,
+    budgets,
+    channels,
     comments,
     health,
+    inbox,
     projects,
     queue,
     routines,
@@ -20,7 +24,19 @@ __all__ = ["api_router"]
 
 api_router = APIRouter()
 api_router.include_router(health.router)
-for _module in (workspaces, projects, agents, tasks, comments, queue, routines):
+api_router.include_router(budgets.router, prefix="/api/v1")
+for _module in (
+    workspaces,
+    projects,
+    agents,
+    tasks,
+    comments,
+    queue,
+    routines,
+    approvals,
+    inbox,
+    channels,
+):
     api_router.include_router(_module.router, prefix="/api/v1")
 #: Public, outside ``/api/v1``: the webhook trigger's signing mode authenticates the caller.
 api_router.include_router(webhooks.router)
