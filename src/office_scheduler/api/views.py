@@ -391,4 +391,4 @@ class HealthOut(BaseModel):
 def run_detail(run: Run, events: list[RunEventOut]) -> RunDetailOut:
     """The detailed view of a run with its events."""
     base = dict(RunOut.model_validate(run))
-    return RunDetailOut(**base, prompt=run.prompt, events=events)
+    return RunDetailOut(**base, prompt=run.prompt, prompt_kind=run.prompt_kind, events=events)
