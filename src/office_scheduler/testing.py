@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
-from office_scheduler.domain.models import Launch, Outcome
+from office_scheduler.domain.execution import Launch, Outcome
 from office_scheduler.domain.status import OutcomeStatus
 from office_scheduler.executors.base import ExecutionSink
 

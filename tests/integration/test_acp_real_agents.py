@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from office_scheduler.domain.models import ExecutorConfig, Launch
+from office_scheduler.domain.execution import Launch
+from office_scheduler.domain.models import ExecutorConfig
 from office_scheduler.executors.acp import AcpExecutor
 
 PACKAGE = "@zed-industries/claude-code-acp"

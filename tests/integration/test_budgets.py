@@ -14,14 +14,8 @@ from office_scheduler.config import Settings
 from office_scheduler.domain.budgets import BudgetAction, BudgetPeriod, BudgetScope
 from office_scheduler.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from office_scheduler.domain.events import BudgetThresholdCrossed
-from office_scheduler.domain.models import (
-    ExecutorConfig,
-    Launch,
-    Outcome,
-    Task,
-    Usage,
-    WorkspaceSettings,
-)
+from office_scheduler.domain.execution import Launch, Outcome, Usage
+from office_scheduler.domain.models import ExecutorConfig, Task, WorkspaceSettings
 from office_scheduler.domain.status import (
     AgentRole,
     AgentStatus,

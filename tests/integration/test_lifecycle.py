@@ -14,14 +14,8 @@ import pytest
 import sqlalchemy as sa
 
 from office_scheduler.config import Settings
-from office_scheduler.domain.models import (
-    Agent,
-    ExecutorConfig,
-    Launch,
-    Outcome,
-    WakeRequest,
-    WorkspaceSettings,
-)
+from office_scheduler.domain.execution import Launch, Outcome
+from office_scheduler.domain.models import Agent, ExecutorConfig, WakeRequest, WorkspaceSettings
 from office_scheduler.domain.status import AgentRole, RunReason, RunStatus, WakeSource
 from office_scheduler.executors.base import ExecutionSink
 from office_scheduler.intake.rules import decide_merge

@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 
 from helpers import Office
-from office_scheduler.domain.models import ExecutorConfig, Outcome, Task, WakeRequest
+from office_scheduler.domain.execution import Outcome
+from office_scheduler.domain.models import ExecutorConfig, Task, WakeRequest
 from office_scheduler.domain.status import (
     AgentStatus,
     Classification,

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from office_scheduler.domain.models import ExecutorConfig, Launch
+from office_scheduler.domain.execution import Launch
+from office_scheduler.domain.models import ExecutorConfig
 from office_scheduler.domain.status import ErrorFamily, OutcomeStatus
 from office_scheduler.executors.command import CommandExecutor
 

@@ -6,7 +6,8 @@ from dataclasses import replace
 from datetime import timedelta
 
 from helpers import Office
-from office_scheduler.domain.models import ExecutorConfig, Outcome, Run
+from office_scheduler.domain.execution import Outcome
+from office_scheduler.domain.models import ExecutorConfig, Run
 from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunStatus, WakeSource
 from office_scheduler.domain.summaries import ContinuationSummary
 

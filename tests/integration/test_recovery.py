@@ -13,10 +13,9 @@ import pytest
 from helpers import Office
 from office_scheduler.config import Settings
 from office_scheduler.domain.events import TaskCreated
+from office_scheduler.domain.execution import Launch, Outcome
 from office_scheduler.domain.models import (
     ActivityEntry,
-    Launch,
-    Outcome,
     Run,
     Task,
     WakeupRequest,

@@ -11,7 +11,8 @@ import structlog
 
 from helpers import Office
 from office_scheduler.domain.events import RunEnded
-from office_scheduler.domain.models import Launch, Outcome, Run, Task, WakeupRequest
+from office_scheduler.domain.execution import Launch, Outcome
+from office_scheduler.domain.models import Run, Task, WakeupRequest
 from office_scheduler.domain.status import (
     AgentStatus,
     ErrorFamily,

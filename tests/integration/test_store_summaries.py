@@ -9,7 +9,8 @@ import sqlalchemy as sa
 
 from helpers import Office
 from office_scheduler.domain.errors import InvalidInputError
-from office_scheduler.domain.models import Outcome, Task
+from office_scheduler.domain.execution import Outcome
+from office_scheduler.domain.models import Task
 from office_scheduler.domain.status import (
     ErrorFamily,
     InboxKind,

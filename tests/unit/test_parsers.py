@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from office_scheduler.domain.models import Usage
+from office_scheduler.domain.execution import Usage
 from office_scheduler.domain.status import ErrorFamily
 from office_scheduler.executors.parsers import (
     MESSAGE_LIMIT,

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from office_scheduler.domain.errors import InvalidInputError
-from office_scheduler.domain.models import ExecutorConfig, Launch
+from office_scheduler.domain.execution import Launch
+from office_scheduler.domain.models import ExecutorConfig
 from office_scheduler.executors.presets import (
     ARGV_PROMPT_LIMIT,
     GEMINI_STDIN_PROMPT,

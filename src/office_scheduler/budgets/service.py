@@ -37,7 +37,8 @@ from office_scheduler.domain.budgets import (
     next_month_start,
 )
 from office_scheduler.domain.errors import InvalidInputError
-from office_scheduler.domain.models import Agent, Outcome, Run
+from office_scheduler.domain.execution import Outcome
+from office_scheduler.domain.models import Agent, Run
 from office_scheduler.store.facade import Store
 
 log = structlog.get_logger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from office_scheduler.domain.models import Launch, Outcome
+from office_scheduler.domain.execution import Launch, Outcome
 
 
 class ExecutionSink(Protocol):

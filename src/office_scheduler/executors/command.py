@@ -17,7 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from office_scheduler.domain.models import JSON, Launch, Outcome
+from office_scheduler.domain.execution import Launch, Outcome
+from office_scheduler.domain.models import JSON
 from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunReason
 from office_scheduler.executors.base import ExecutionSink
 from office_scheduler.executors.parsers import ResultAccumulator, classify_failure

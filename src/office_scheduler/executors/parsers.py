@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from office_scheduler.domain.models import Usage
+from office_scheduler.domain.execution import Usage
 from office_scheduler.domain.status import ErrorFamily
 from office_scheduler.retry import classify_error
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from office_scheduler.domain.models import Launch
+from office_scheduler.domain.execution import Launch
 
 PRESET_NAMES: Final = ("claude", "codex", "gemini")
 #: The name our MCP server has inside each CLI (Claude tools are ``mcp__office__<tool>``).

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from office_scheduler.budgets.service import BudgetService
-from office_scheduler.domain.models import Outcome
+from office_scheduler.domain.execution import Outcome
 from office_scheduler.domain.status import RunReason, RunStatus
 from office_scheduler.pipeline.context import RunContext
 

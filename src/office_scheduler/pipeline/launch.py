@@ -14,7 +14,8 @@ from pathlib import Path
 import structlog
 
 from office_scheduler.domain.events import RunStarted
-from office_scheduler.domain.models import ExecutorConfig, Launch, Outcome
+from office_scheduler.domain.execution import Launch, Outcome
+from office_scheduler.domain.models import ExecutorConfig
 from office_scheduler.domain.status import InboxKind, OutcomeStatus, RunReason, RunStatus
 from office_scheduler.pipeline.budget import record_cost
 from office_scheduler.pipeline.context import RunContext

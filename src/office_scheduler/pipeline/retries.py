@@ -20,7 +20,8 @@ from typing import Any
 import structlog
 
 from office_scheduler.domain.errors import OfficeError
-from office_scheduler.domain.models import Outcome, Run, Task, WakeRequest
+from office_scheduler.domain.execution import Outcome
+from office_scheduler.domain.models import Run, Task, WakeRequest
 from office_scheduler.domain.status import (
     AgentStatus,
     ErrorFamily,

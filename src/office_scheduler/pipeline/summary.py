@@ -14,7 +14,8 @@ from datetime import timedelta
 import structlog
 
 from office_scheduler.domain.errors import OfficeError
-from office_scheduler.domain.models import Outcome, Run
+from office_scheduler.domain.execution import Outcome
+from office_scheduler.domain.models import Run
 from office_scheduler.domain.status import OutcomeStatus, RunStatus
 from office_scheduler.domain.summaries import ROUTINE_SCOPE_PREFIX, ContinuationSummary
 from office_scheduler.pipeline.context import RunContext

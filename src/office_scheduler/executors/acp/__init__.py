@@ -28,7 +28,7 @@ The ``acp`` package (about half a second to import) is only imported when a sess
 
 from __future__ import annotations
 
-from office_scheduler.domain.models import Launch, Outcome
+from office_scheduler.domain.execution import Launch, Outcome
 from office_scheduler.executors.base import ExecutionSink
 
 

@@ -13,7 +13,7 @@ from acp import schema
 
 from office_scheduler import __version__
 from office_scheduler.domain.errors import InvalidInputError
-from office_scheduler.domain.models import Launch, Outcome, Usage
+from office_scheduler.domain.execution import Launch, Outcome, Usage
 from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunReason
 from office_scheduler.executors.acp.client import OfficeClient, Outbox, merge_meta, parse_result
 from office_scheduler.executors.acp.policy import PermissionPolicy

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from acp import schema
 
-from office_scheduler.domain.models import Launch
+from office_scheduler.domain.execution import Launch
 from office_scheduler.executors.presets import mcp_server_argv
 
 McpServer = schema.HttpMcpServer | schema.SseMcpServer | schema.AcpMcpServer | schema.McpServerStdio
