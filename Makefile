@@ -27,7 +27,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy src tests
 
 # Three workers on two cores: many tests wait on agent subprocesses and servers, so a third
-# worker keeps both cores busy (about 4 minutes instead of 10 for the whole suite).
+# worker keeps both cores busy (4-6 minutes instead of about 10 for the whole suite).
 pytest: $(STAMP)
 	$(BIN)/pytest -q -n 3
 

@@ -219,6 +219,10 @@ def test_serve_answers_client_commands_and_stops_cleanly(home: Path, example: Pa
         bad_title = client("task", "create", "--title", "x" * 501)
         bad_token = run(home, "--api-url", server.url, "--token", "osa_wrong", "runs", "list")
         runs = client("--json", "runs", "list")
+        writer = next(a for a in json.loads(agents.stdout) if a["name"] == "writer")
+        queued = client("--json", "runs", "queue", task["id"], "--agent", writer["id"])
+        by_name = client("--json", "runs", "list", "--agent", "writer")
+        by_unknown = client("runs", "list", "--agent", "nobody")
     finally:
         code, _out, err = server.stop()
 
@@ -236,12 +240,16 @@ def test_serve_answers_client_commands_and_stops_cleanly(home: Path, example: Pa
     assert {a["name"] for a in json.loads(agents.stdout)} == {"coordinator", "writer", "reviewer"}
     assert missing.exit_code == 1
     one_line_error(missing)
-    assert invalid.exit_code == 2
+    assert invalid.exit_code == 1, "an agent name that matches nobody is not found"
     assert "no agent 'nobody'" in one_line_error(invalid)
     assert bad_title.exit_code == 2
     one_line_error(bad_title)
     assert bad_token.exit_code == 1
     one_line_error(bad_token)
     assert json.loads(runs.stdout) == []
+    # Regression: --agent took ids only, so a name listed nothing and exited 0.
+    assert [r["id"] for r in json.loads(by_name.stdout)] == [json.loads(queued.stdout)["run_id"]]
+    assert by_unknown.exit_code == 1
+    assert "no agent 'nobody'" in one_line_error(by_unknown)
     assert code == 0, err
     assert "Traceback" not in err

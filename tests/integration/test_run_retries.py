@@ -310,6 +310,7 @@ async def test_fourth_failure_escalates_to_the_coordinator(office: Office) -> No
     }
     [item] = office.store.runlog.list_inbox(office.workspace.id)
     assert (item.kind, item.data) == (InboxKind.AGENT_ERROR, {**payload, "task_id": task.id})
+    assert (item.agent_id, item.task_id) == (run.agent_id, task.id)
     [wake] = _wakeups(office, office.coordinator.id, WakeSource.AGENT_ERROR)
     assert wake.payload == payload
     assert wake.idempotency_key == f"agent_error:{run.id}"

@@ -50,7 +50,7 @@ def resolve_agent(client: ApiClient, value: str, workspace: str | None) -> str:
     """The id of the agent given by id or by name (names are looked up in the workspace).
 
     Raises:
-        CliError: no agent of that id, nor of that name in the workspace (exit 2).
+        CliError: no agent of that id, nor of that name in the workspace (exit 1).
     """
     try:
         found = client.get(f"/agents/{value}")

@@ -140,10 +140,11 @@ def agent_id(client: ApiClient, workspace: str, value: str) -> str:
     """Resolve an agent given by id or by name within ``workspace``.
 
     Raises:
-        CliError: no agent of the workspace has that id or name (exit 2).
+        CliError: no agent of the workspace has that id or name (exit 1: not found, like
+            any other missing record).
     """
     agents = client.collect(f"/workspaces/{workspace}/agents", limit=1000)
     for agent in agents:
         if value in (agent.get("id"), agent.get("name")):
             return str(agent["id"])
-    raise CliError(f"no agent {value!r} in workspace {workspace}", 2)
+    raise CliError(f"no agent {value!r} in workspace {workspace}", 1)

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from office_scheduler.cli.agents import resolve_agent
 from office_scheduler.cli.client import api
 from office_scheduler.cli.state import CliError, details, emit, json_option, state, table
 from office_scheduler.domain.status import RunStatus, WakeSource, WakeupStatus
@@ -109,7 +110,7 @@ def runs_group() -> None:
 
 @runs_group.command("list")
 @click.option("--workspace", "workspace", help="Only runs of this workspace id.")
-@click.option("--agent", "agent_id", help="Only runs of this agent id.")
+@click.option("--agent", "agent_id", help="Only runs of this agent (id or name).")
 @click.option("--status", type=click.Choice([s.value for s in RunStatus]), help="Only this status.")
 @click.option("--task", "task_id", help="Only runs of this task.")
 @click.option(
@@ -127,6 +128,8 @@ def runs_list(
 ) -> None:
     """List runs, newest first."""
     with api() as client:
+        if agent_id is not None:
+            agent_id = resolve_agent(client, agent_id, workspace)
         runs = client.collect(
             "/runs",
             limit=limit,
@@ -167,7 +170,7 @@ def wakeups_group() -> None:
 
 @wakeups_group.command("list")
 @click.option("--workspace", "workspace", help="Only requests of this workspace id.")
-@click.option("--agent", "agent_id", help="Only requests for this agent id.")
+@click.option("--agent", "agent_id", help="Only requests for this agent (id or name).")
 @click.option(
     "--status", type=click.Choice([s.value for s in WakeupStatus]), help="Only this status."
 )
@@ -183,6 +186,8 @@ def wakeups_list(
 ) -> None:
     """List wakeup requests, newest first."""
     with api() as client:
+        if agent_id is not None:
+            agent_id = resolve_agent(client, agent_id, workspace)
         items = client.collect(
             "/wakeups",
             limit=limit,

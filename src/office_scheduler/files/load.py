@@ -68,7 +68,7 @@ def _agent(path: Path, where: str) -> AgentSpec:
         name=spec.text("name", path.stem).strip() or path.stem,
         role=role,
         instructions=spec.text("instructions"),
-        max_concurrent_sessions=spec.integer("max_concurrent_sessions", 1, minimum=1, maximum=1000),
+        max_concurrent_sessions=spec.integer("max_concurrent_sessions", 1, minimum=1, maximum=100),
         cooldown_s=spec.number("cooldown_s", 10.0),
         skip_idle_wakeups=spec.boolean("skip_idle_wakeups", role.default_skip_idle_wakeups),
         executor=spec.optional_text("executor"),

@@ -157,6 +157,8 @@ async def _config_failure(ctx: RunContext, message: str, details: dict[str, Any]
             "error_family": ErrorFamily.CONFIG.value,
         },
         now=ctx.deps.clock.now(),
+        agent_id=ctx.run.agent_id,
+        task_id=ctx.run.task_id,
     )
 
 
@@ -177,6 +179,8 @@ async def escalate(ctx: RunContext, run: Run, error: str, failures: int) -> None
         body=error,
         data={**payload, "task_id": run.task_id},
         now=deps.clock.now(),
+        agent_id=run.agent_id,
+        task_id=run.task_id,
     )
     coordinator = await asyncio.to_thread(deps.store.queue.coordinator_of, run.workspace_id)
     woken: str | None = None
@@ -241,6 +245,7 @@ async def _pause_if_failing(ctx: RunContext, run: Run) -> None:
         body=why,
         data=data,
         now=now,
+        agent_id=agent.id,
     )
     await asyncio.to_thread(
         deps.store.runlog.add_activity,
