@@ -78,8 +78,21 @@ def office(tmp_path: Path) -> Iterator[Office]:
         server.stop()
 
 
-def server_params(office: Office, token_file: Path) -> StdioServerParameters:
+def server_params(
+    office: Office, token_file: Path, *, scoped: bool = True
+) -> StdioServerParameters:
+    """``office mcp`` for the office's run; ``scoped=False`` leaves out the run's identity."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OFFICE_")}
+    identity = [
+        "--workspace",
+        office.ws,
+        "--agent",
+        office.agent,
+        "--task",
+        office.task,
+        "--run",
+        str(office.run_id),
+    ]
     return StdioServerParameters(
         command=sys.executable,
         args=[
@@ -90,14 +103,7 @@ def server_params(office: Office, token_file: Path) -> StdioServerParameters:
             "mcp",
             "--token-file",
             str(token_file),
-            "--workspace",
-            office.ws,
-            "--agent",
-            office.agent,
-            "--task",
-            office.task,
-            "--run",
-            str(office.run_id),
+            *(identity if scoped else []),
         ],
         env=env,
     )
@@ -166,3 +172,18 @@ async def test_bad_token_comes_back_as_a_tool_error(office: Office, tmp_path: Pa
 
     assert result.is_error
     assert "token" in payload(result)
+
+
+async def test_read_inbox_without_a_workspace_uses_the_only_one(
+    office: Office, tmp_path: Path
+) -> None:
+    """Regression: without --workspace read_inbox failed although one workspace exists."""
+    token_file = tmp_path / "token"
+    token_file.write_text(office.token)
+    office.ok("POST", f"/workspaces/{office.ws}/approvals", json={"title": "Ship it?"})
+
+    async with Client(server_params(office, token_file, scoped=False)) as client:
+        inbox = await client.call_tool("read_inbox", {})
+
+    assert not inbox.is_error, payload(inbox)
+    assert [item["title"] for item in payload(inbox)["items"]] == ["Ship it?"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from office_scheduler.cli.client import ApiClient, agent_id
+from office_scheduler.cli.client import ApiClient, agent_id, workspace_id
 from office_scheduler.cli.state import CliError
 from office_scheduler.domain.status import InboxStatus, TaskState
 
@@ -81,7 +81,11 @@ class OfficeActions:
             return self.identity.workspace_id
         if hint_task:
             return str(self._call("GET", f"/tasks/{hint_task}")["workspace_id"])
-        raise ActionError("the workspace is unknown: start the server with --workspace")
+        try:
+            # Like the CLI: the only workspace the token can see, when there is just one.
+            return workspace_id(self._client, None)
+        except CliError as exc:
+            raise ActionError(exc.message) from None
 
     def _agent(self, workspace: str, value: str) -> str:
         try:
