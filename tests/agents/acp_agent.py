@@ -19,7 +19,12 @@ JSON file named by ``ACP_TEST_SCRIPT`` (an object; every key optional):
 * ``state_dir``: where sessions are persisted (one JSON transcript per session), so that
   another process can ``session/load`` them; sessions not found there answer ``-32002``;
 * ``journal``: a JSON-lines file the agent appends what happened to (``initialize``,
-  ``new``, ``load``, ``prompt``, ``permission``, ``cancel``, ``pid``), for assertions.
+  ``new``, ``load``, ``prompt``, ``permission``, ``cancel``, ``pid``), for assertions;
+* ``tool_title``: the title of the tool call the turn reports (default ``Read notes.txt``);
+* ``garbage_lines``: write that many non-JSON lines, then a JSON array and a JSON string
+  line, on stdout before the reply;
+* ``huge_line``: write a line of that many bytes (no JSON) on stdout, then hang;
+* ``terminal``: ask the client for ``terminal/create`` first and journal the answer.
 """
 
 from __future__ import annotations
@@ -134,6 +139,14 @@ class ScriptedAgent:
             child = subprocess.Popen(["sleep", "600"])
             self._journal("child", child=child.pid)
         reply = self._script.get("message") or f"done: {text.splitlines()[0] if text else ''}"
+        if self._script.get("garbage_lines"):
+            garbage = b"".join(b"not json %d\n" % i for i in range(self._script["garbage_lines"]))
+            await _write_stdout(garbage + b'[1, 2]\n"a string"\n')
+        if self._script.get("huge_line"):
+            await _write_stdout(b"x" * int(self._script["huge_line"]) + b"\n")
+            await asyncio.sleep(3600)
+        if self._script.get("terminal"):
+            await self._terminal(session_id)
         if self._script.get("permission"):
             reply = f"{reply} (permission {await self._ask(session_id)})"
         if mode == "fail":
@@ -150,7 +163,13 @@ class ScriptedAgent:
             return await self._hang(session_id, hard=mode == "hang_hard")
         await self._conn.session_update(session_id, acp.update_agent_thought_text("thinking"))
         await self._conn.session_update(
-            session_id, acp.start_tool_call("t1", "Read notes.txt", kind="read", status="completed")
+            session_id,
+            acp.start_tool_call(
+                "t1",
+                self._script.get("tool_title", "Read notes.txt"),
+                kind="read",
+                status="completed",
+            ),
         )
         await self._conn.session_update(session_id, acp.update_agent_message_text(reply))
         transcript = self._transcripts.setdefault(session_id, [])
@@ -162,6 +181,14 @@ class ScriptedAgent:
             "refusal": "refusal",
         }
         return schema.PromptResponse(stop_reason=stops.get(mode, "end_turn"))
+
+    async def _terminal(self, session_id: str) -> None:
+        try:
+            answer = await self._conn.create_terminal(command="ls", session_id=session_id)
+        except acp.RequestError as exc:
+            self._journal("terminal", code=exc.code)
+        else:
+            self._journal("terminal", code=None, answer=repr(answer))
 
     def _flood(self, total: int) -> None:
         line = b"x" * 1023 + b"\n"
@@ -190,6 +217,16 @@ class ScriptedAgent:
             await asyncio.sleep(3600)
         await event.wait()
         return schema.PromptResponse(stop_reason="cancelled")
+
+
+async def _write_stdout(data: bytes) -> None:
+    """Write raw bytes on stdout, which the SDK has made non-blocking."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(1, view) :]
+        except BlockingIOError:
+            await asyncio.sleep(0.001)
 
 
 def main() -> None:

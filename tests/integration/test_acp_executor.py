@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +18,11 @@ from office_scheduler.domain.execution import Launch, Outcome
 from office_scheduler.domain.models import JSON, ExecutorConfig
 from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunReason
 from office_scheduler.executors.acp import AcpExecutor
+from office_scheduler.executors.acp.transport import LINE_LIMIT
 
 AGENT = Path(__file__).resolve().parents[1] / "agents" / "acp_agent.py"
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(60)
 
 
 class Sink:
@@ -369,3 +372,41 @@ async def test_cancelling_the_run_stops_the_agent_group(agent: Agent) -> None:
     assert sink.pid is not None
     assert wait_gone(sink.pid)
     assert len(agent.entries("cancel")) == 1
+
+
+async def test_a_line_over_the_limit_fails_the_run_without_holding_it(agent: Agent) -> None:
+    tracemalloc.start()
+    try:
+        outcome, sink = await run(agent.launch(huge_line=20 * 2**20))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert outcome.status is OutcomeStatus.FAILED
+    assert outcome.error_family is ErrorFamily.CRASH
+    assert f"agent sent a line over {LINE_LIMIT} bytes" in outcome.message
+    assert peak < 2 * LINE_LIMIT
+    assert sink.pid is not None
+
+
+async def test_garbage_lines_are_dropped_counted_and_sampled_once(
+    agent: Agent, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR)
+    outcome, sink = await run(agent.launch(garbage_lines=20_000, message="still fine"))
+
+    assert outcome.status is OutcomeStatus.SUCCEEDED
+    assert outcome.message == "still fine"
+    garbage = [(m, d) for kind, m, d in sink.events if kind == "acp_protocol_garbage"]
+    ((message, data),) = garbage
+    assert data["count"] == 20_002  # 20,000 text lines, a JSON array and a JSON string
+    assert data["sample"] == "not json 0"
+    assert "20002" in message
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+async def test_terminal_requests_get_method_not_found(agent: Agent) -> None:
+    outcome, _sink = await run(agent.launch(terminal=True))
+
+    assert outcome.status is OutcomeStatus.SUCCEEDED
+    assert [entry["code"] for entry in agent.entries("terminal")] == [-32601]

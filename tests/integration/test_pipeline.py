@@ -298,6 +298,7 @@ async def test_missing_executor_fails_with_a_clear_error_and_an_inbox_item(
     assert "no executor configured" in run.error
     inbox = office.store.runlog.list_inbox(office.workspace.id)
     assert [i.kind for i in inbox] == [InboxKind.EXECUTOR_MISSING]
+    assert (inbox[0].agent_id, inbox[0].task_id) == (office.worker.id, run.task_id)
     assert office.store.listing.list_runs(status=RunStatus.QUEUED).items == []
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -7,11 +8,14 @@ import pytest
 from office_scheduler.domain.execution import Usage
 from office_scheduler.domain.status import ErrorFamily
 from office_scheduler.executors.parsers import (
+    MAX_COST_USD,
+    MAX_TOKENS,
     MESSAGE_LIMIT,
     ParsedResult,
     ResultAccumulator,
     parse_result_line,
 )
+from office_scheduler.executors.presets import is_lost_session
 
 CASES: list[tuple[str, dict[str, Any], ParsedResult]] = [
     (
@@ -274,3 +278,56 @@ def test_accumulator_keeps_latest_session_and_usage() -> None:
     assert acc.session_id == "b"
     assert acc.usage == Usage()
     assert acc.summary == "r"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"type": "result", "total_cost_usd": NaN, "usage": {"input_tokens": 5}}',
+        '{"type": "result", "total_cost_usd": Infinity, "usage": {"input_tokens": 5}}',
+        '{"type": "result", "total_cost_usd": -Infinity, "usage": {"input_tokens": 5}}',
+        '{"type": "result", "usage": {"input_tokens": 1e400, "output_tokens": NaN}}',
+        '{"modelUsage": {"m": {"inputTokens": Infinity, "costUSD": NaN}}}',
+        '{"stats": {"models": {"g": {"tokens": {"prompt": -Infinity}}}}}',
+    ],
+)
+def test_non_finite_numbers_count_as_missing(line: str) -> None:
+    parsed = parse_result_line(json.loads(line))
+
+    assert parsed.usage.cost_subcents == 0
+    assert parsed.usage.input_tokens in (0, 5)
+    assert parsed.usage.output_tokens == 0
+
+
+def test_token_counts_are_clamped_to_zero_and_a_trillion() -> None:
+    obj = {"usage": {"input_tokens": -500, "output_tokens": 10**23}, "total_cost_usd": 1e300}
+
+    usage = parse_result_line(obj).usage
+
+    assert (usage.input_tokens, usage.output_tokens) == (0, MAX_TOKENS)
+    assert MAX_TOKENS == 10**12
+    assert usage.cost_subcents == round(MAX_COST_USD * 10000)
+
+
+def test_summed_model_usage_is_clamped_too() -> None:
+    entry = {"inputTokens": 10**12, "outputTokens": 10**12, "costUSD": 1e8}
+    usage = parse_result_line({"modelUsage": {"a": entry, "b": entry}}).usage
+
+    assert (usage.input_tokens, usage.output_tokens) == (MAX_TOKENS, MAX_TOKENS)
+    assert usage.cost_subcents == round(MAX_COST_USD * 10000)
+
+
+@pytest.mark.parametrize(
+    ("text", "lost"),
+    [
+        ("No conversation found with session ID: 5d3a-prior", True),
+        ("ERROR: No saved session found with ID 0199a213. Run `codex resume`", True),
+        ("Error: thread/resume failed: no rollout found for thread id 0199 (code -32600)", True),
+        ('Error resuming session: Invalid session identifier "abc".', True),
+        ("Error: session not found", True),
+        ("rate limit exceeded", False),
+        ("No conversation yet", False),
+    ],
+)
+def test_lost_session_texts_of_the_clis(text: str, lost: bool) -> None:
+    assert is_lost_session(text) is lost

@@ -294,3 +294,14 @@ def test_long_instructions_and_descriptions_are_capped() -> None:
     assert "i" * 16_000 not in text
     assert "d" * 8_000 not in text
     assert text.count("…(truncated)") == 2
+
+
+def test_clean_strips_invisible_format_characters_but_keeps_zwj() -> None:
+    hidden = "a\u200eb\u200fc\u061cd\ufeffe\u200bf\u2060g\u00adh\U000e0041i"
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+
+    assert clean(hidden) == "abcdefghi"
+    assert clean(family) == family
+    assert clean("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645") == (
+        "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"
+    )

@@ -3,6 +3,12 @@
 The child leads its own process group (``start_new_session``) so every signal goes to the
 whole group and no grandchild outlives the session. stdin, stdout and stderr are serviced
 by concurrent tasks, so an agent that ignores stdin or floods one stream never blocks.
+
+A resumed preset session (``launch.resume_session_id``) whose CLI answers that it does not
+know the session (:func:`~office_scheduler.executors.presets.is_lost_session`) is retried
+once within the same run as a new session with the full prompt, after a
+``session_fallback`` run event; the new session's id then becomes the (task, agent)'s
+newest, so the lost one is never resumed again.
 """
 
 from __future__ import annotations
@@ -20,9 +26,9 @@ from typing import Any
 from office_scheduler.domain.execution import Launch, Outcome
 from office_scheduler.domain.models import JSON
 from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunReason
-from office_scheduler.executors.base import ExecutionSink
+from office_scheduler.executors.base import EventSink, ExecutionSink
 from office_scheduler.executors.parsers import ResultAccumulator, classify_failure
-from office_scheduler.executors.presets import PresetError, build_invocation
+from office_scheduler.executors.presets import PresetError, build_invocation, is_lost_session
 from office_scheduler.executors.process import LineSplitter as _LineSplitter
 from office_scheduler.executors.process import describe_exit as _describe_exit
 from office_scheduler.executors.process import signal_group
@@ -33,6 +39,8 @@ LINE_LIMIT = 64 * 1024
 RESULT_LINE_LIMIT = 4 * 1024 * 1024
 #: Bytes of stderr kept for error messages.
 STDERR_TAIL = 4096
+#: Characters of the resume failure kept in the ``session_fallback`` event.
+MAX_FALLBACK_ERROR = 1000
 
 _READ_SIZE = 65536
 # On Python 3.11 ``Process.wait()`` also waits for the pipes to close, which a leftover
@@ -59,8 +67,9 @@ class CommandExecutor:
             sink: receives the pid before the prompt is sent, then every output line.
 
         Returns:
-            The session's outcome; agent and configuration failures come back as
-            ``failed`` outcomes, never as exceptions.
+            The session's outcome (of the fallback session when a resume failed because
+            the CLI did not know the session); agent and configuration failures come back
+            as ``failed`` outcomes, never as exceptions.
 
         Raises:
             asyncio.CancelledError: when the awaiting task is cancelled, after the
@@ -68,30 +77,71 @@ class CommandExecutor:
         """
         if not launch.config.argv and launch.config.preset is None:
             return _config_failure(f"executor {launch.config.name!r} has no command (empty argv)")
+        if not launch.resume_session_id and launch.full_prompt:
+            # A delta prompt assumes the resumed history; a new session needs the full one.
+            launch = replace(launch, prompt=launch.full_prompt)
         tmpdir = tempfile.mkdtemp(prefix="office-run-")
         try:
-            try:
-                preset = build_invocation(launch, Path(tmpdir))
-            except PresetError as exc:
-                return _config_failure(str(exc))
-            argv = list(preset.argv) if preset else _substitute(launch, tmpdir)
-            stdin = preset.stdin if preset else launch.prompt.encode("utf-8", "replace")
-            try:
-                proc = await asyncio.create_subprocess_exec(
-                    *argv,
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    env={**launch.env, **preset.env} if preset else launch.env,
-                    cwd=launch.cwd,
-                    start_new_session=True,
+            outcome, stderr = await self._run_once(launch, sink, tmpdir)
+            stored = launch.resume_session_id
+            failure = f"{outcome.message}\n{stderr}"
+            if (
+                stored
+                and outcome.status is OutcomeStatus.FAILED
+                and outcome.error_family is not ErrorFamily.TIMEOUT
+                and is_lost_session(failure)
+            ):
+                await _note_fallback(sink, launch, stored, outcome.message or stderr)
+                fresh = replace(
+                    launch,
+                    resume_session_id=None,
+                    resume_cwd=None,
+                    prompt=launch.full_prompt or launch.prompt,
                 )
-            except OSError as exc:
-                return _config_failure(f"cannot start command {argv[0]!r}: {exc}")
-            session = _Session(proc, sink, launch, self._kill_grace_s)
-            return await session.run(stdin)
+                outcome, _ = await self._run_once(fresh, sink, tmpdir)
+            return outcome
         finally:
             shutil.rmtree(tmpdir, ignore_errors=True)
+
+    async def _run_once(
+        self, launch: Launch, sink: ExecutionSink, tmpdir: str
+    ) -> tuple[Outcome, str]:
+        """Run one CLI process; return its outcome and the tail of its stderr."""
+        try:
+            preset = build_invocation(launch, Path(tmpdir))
+        except PresetError as exc:
+            return _config_failure(str(exc)), ""
+        argv = list(preset.argv) if preset else _substitute(launch, tmpdir)
+        stdin = preset.stdin if preset else launch.prompt.encode("utf-8", "replace")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={**launch.env, **preset.env} if preset else launch.env,
+                cwd=launch.cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return _config_failure(f"cannot start command {argv[0]!r}: {exc}"), ""
+        session = _Session(proc, sink, launch, self._kill_grace_s)
+        outcome = await session.run(stdin)
+        return outcome, session.stderr_text()
+
+
+async def _note_fallback(sink: ExecutionSink, launch: Launch, stored: str, error: str) -> None:
+    """Record the ``session_fallback`` run event (an output line on a plain sink)."""
+    error = error.strip()[:MAX_FALLBACK_ERROR]
+    message = f"could not resume session {stored}: {error}; starting a new session"
+    if isinstance(sink, EventSink):
+        await sink.event(
+            "session_fallback",
+            message,
+            {"session_id": stored, "error": error, "full_prompt": launch.full_prompt is not None},
+        )
+    else:
+        await sink.output("stderr", f"[session_fallback] {message}")
 
 
 def _substitute(launch: Launch, tmpdir: str) -> list[str]:
@@ -311,14 +361,14 @@ class _Session:
             )
         if parsed is not None and parsed.is_error:
             # A clean exit does not make a reported error a success.
-            message = parsed.message or self._stderr_text() or _describe_exit(code)
+            message = parsed.message or self.stderr_text() or _describe_exit(code)
             return replace(
                 failed,
                 error_family=parsed.error_family or classify_failure(message),
                 message=message,
             )
         if code != 0:
-            message = self._stderr_text() or _describe_exit(code)
+            message = self.stderr_text() or _describe_exit(code)
             return replace(failed, error_family=classify_failure(message), message=message)
         summary = (parsed.message if parsed else "") or self._results.summary
         return replace(
@@ -329,5 +379,6 @@ class _Session:
             message=summary,
         )
 
-    def _stderr_text(self) -> str:
+    def stderr_text(self) -> str:
+        """The kept tail of the session's stderr, decoded and stripped."""
         return self._stderr_tail.decode("utf-8", "replace").strip()

@@ -18,6 +18,10 @@ One lenient reader covers the shapes of the documented output formats:
 * A generic object: ``status``, ``summary``/``result``/``message``, ``session_id``,
   ``usage``, ``error``.
 
+Numbers are untrusted: non-finite values (``NaN``, ``Infinity``, ``1e400``) count as
+missing, token counts are clamped to ``0..10**12`` and costs to ``0..1e8`` USD
+(:func:`clamp_tokens`), so nothing an agent prints makes parsing raise.
+
 Cost is in 1/100 cent. :attr:`Usage.priced` is true when a line states a price, false when
 it states tokens without one (Codex, Gemini: "unpriced", never $0), ``None`` otherwise.
 Error families come from :func:`classify_failure` (the retry module's table plus a few CLI
@@ -26,6 +30,7 @@ usage errors). Everything here is pure; unknown shapes parse as a non-error line
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -37,6 +42,10 @@ from office_scheduler.retry import classify_error
 
 #: Longest message kept from a result; the full object stays in ``Outcome.result``.
 MESSAGE_LIMIT = 4000
+#: Largest token count taken from an agent (10**12); larger counts are capped to it.
+MAX_TOKENS = 10**12
+#: Largest cost taken from one agent line, in USD; larger amounts are capped to it.
+MAX_COST_USD = 1e8
 
 _ERROR_TYPES = frozenset({"error", "turn.failed"})
 _ERROR_STATUSES = frozenset({"error", "failed", "failure"})
@@ -201,19 +210,35 @@ def _str(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _int(value: object) -> int:
+def clamp_tokens(value: object) -> int:
+    """A token count as an int in ``0..MAX_TOKENS``; anything else (bool, NaN, ±inf, text) is 0.
+
+    Agents' numbers are data, not trusted: a negative count becomes 0, an absurd one
+    (beyond :data:`MAX_TOKENS`, e.g. ``1e23``, which would overflow a BIGINT column) is
+    capped at :data:`MAX_TOKENS`.
+    """
     # bool is an int subclass but never a token count.
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
-    if isinstance(value, int | float):
-        return int(value)
-    return 0
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0
+    return min(max(int(value), 0), MAX_TOKENS)
+
+
+_int = clamp_tokens
 
 
 def _float(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
+    """A finite, non-negative USD amount capped at :data:`MAX_COST_USD`, else None."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        return None
+    if not math.isfinite(number):
+        return None
+    return min(max(number, 0.0), MAX_COST_USD)
 
 
 def _is_error(obj: Mapping[str, Any]) -> bool:
@@ -300,10 +325,12 @@ def _session_id(obj: Mapping[str, Any]) -> str | None:
 
 def _usage(obj: Mapping[str, Any]) -> Usage:
     input_tokens, output_tokens, model_cost, model = _token_counts(obj)
+    # Sums of several clamped counts are clamped again.
+    input_tokens, output_tokens = min(input_tokens, MAX_TOKENS), min(output_tokens, MAX_TOKENS)
     stated = obj.get("total_cost_usd", obj.get("cost_usd"))
     usd = _float(stated)
     if usd is None:
-        usd = model_cost
+        usd = None if model_cost is None else min(model_cost, MAX_COST_USD)
     tokens = input_tokens + output_tokens
     priced: bool | None = None
     if usd is not None:

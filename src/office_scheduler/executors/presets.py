@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,37 @@ GEMINI_STDIN_PROMPT: Final = (
 TOKEN_FILE: Final = "office-token"  # noqa: S105 - a file name, not a secret
 CLAUDE_MCP_FILE: Final = "claude-mcp.json"
 GEMINI_SETTINGS_FILE: Final = "gemini-system-defaults.json"
+
+
+#: What each CLI prints when the session named by its resume argument does not exist (or no
+#: longer exists) - the one table :func:`is_lost_session` matches, case-insensitively:
+#: Claude Code ``No conversation found with session ID: <id>`` (exit 1); Codex ``No saved
+#: session found with ID <id>`` and ``thread/resume failed: no rollout found for thread id
+#: <id>``; Gemini CLI ``Error resuming session: Invalid session identifier "<id>"`` and ``No
+#: previous sessions found``; and the generic ``session not found``.
+LOST_SESSION_TEXTS: Final[dict[str, tuple[str, ...]]] = {
+    "claude": ("No conversation found with session ID",),
+    "codex": ("No saved session found with ID", "no rollout found for thread id"),
+    "gemini": ("Invalid session identifier", "No previous sessions found"),
+    "any": ("session not found",),
+}
+_LOST_SESSION = re.compile(
+    "|".join(re.escape(text) for texts in LOST_SESSION_TEXTS.values() for text in texts),
+    re.IGNORECASE,
+)
+
+
+def is_lost_session(text: str) -> bool:
+    """Whether a failure text says the resumed session is unknown to the agent CLI.
+
+    Args:
+        text: the failure message and/or stderr of a resumed session; only the last 64 KiB
+            are scanned.
+
+    Returns:
+        True when one of :data:`LOST_SESSION_TEXTS` occurs in it.
+    """
+    return _LOST_SESSION.search(text[-65536:]) is not None
 
 
 class PresetError(ValueError):

@@ -26,6 +26,7 @@ from office_scheduler.domain.models import (
 )
 from office_scheduler.domain.status import RunReason, RunStatus
 from office_scheduler.executors.base import Executor
+from office_scheduler.pipeline.storable import clean_json, short_error
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
 
@@ -91,7 +92,13 @@ class RunContext:
         usage: Mapping[str, Any] | None = None,
         exit_code: int | None = None,
     ) -> None:
-        """End the run (terminal status + reason), log the decision and publish it."""
+        """End the run (terminal status + reason), log the decision and publish it.
+
+        ``error`` and ``result`` are made storable first (no NUL, no SQL text:
+        :func:`~office_scheduler.pipeline.storable.short_error`).
+        """
+        error = short_error(error)
+        result = clean_json(result) if result is not None else None
         now = self.deps.clock.now()
         ended = await asyncio.to_thread(
             self.deps.store.queue.finish_run,
@@ -139,6 +146,8 @@ class RunContext:
         Returns:
             The run as parked, or ``None`` when this attempt no longer owned it.
         """
+        error = short_error(error) or ""
+        result = clean_json(result) if result is not None else None
         now = self.deps.clock.now()
         parked = await asyncio.to_thread(
             self.deps.store.queue.schedule_retry,

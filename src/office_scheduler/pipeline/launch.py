@@ -22,7 +22,9 @@ from office_scheduler.pipeline.context import RunContext
 from office_scheduler.pipeline.output import OutputRecorder
 from office_scheduler.pipeline.prompting import build_run_prompt
 from office_scheduler.pipeline.retries import record_failure
+from office_scheduler.pipeline.storable import storable_outcome
 from office_scheduler.pipeline.summary import record_summary
+from office_scheduler.prompts import can_resume
 
 log = structlog.get_logger(__name__)
 
@@ -38,7 +40,9 @@ async def build_context(ctx: RunContext, call_next: Next) -> None:
 async def _build_prompt(ctx: RunContext) -> None:
     assert ctx.agent is not None
     assert ctx.workspace is not None
-    await build_run_prompt(ctx, executor=_planned_executor(ctx))
+    config = _planned_executor(ctx)
+    cwd = str(_planned_cwd(ctx, config)) if config is not None else None
+    await build_run_prompt(ctx, executor=config, cwd=cwd)
 
 
 def _planned_executor(ctx: RunContext) -> ExecutorConfig | None:
@@ -98,13 +102,16 @@ async def resolve_executor(ctx: RunContext, call_next: Next) -> None:
             body=problem,
             data={"run_id": ctx.run.id, "agent_id": ctx.agent.id},
             now=ctx.deps.clock.now(),
+            agent_id=ctx.agent.id,
+            task_id=ctx.run.task_id,
         )
         await ctx.end(RunStatus.FAILED, RunReason.EXECUTOR_MISSING, error=problem)
         return
     await call_next()
 
 
-def _working_directory(ctx: RunContext, config: ExecutorConfig) -> Path:
+def _planned_cwd(ctx: RunContext, config: ExecutorConfig) -> Path:
+    """The absolute working directory of the session (not created here)."""
     assert ctx.agent is not None
     base = Path(ctx.project.directory) if ctx.project and ctx.project.directory else None
     if config.cwd:
@@ -117,12 +124,22 @@ def _working_directory(ctx: RunContext, config: ExecutorConfig) -> Path:
         cwd = ctx.deps.settings.home / "workdirs" / ctx.agent.id
     if not cwd.is_absolute():
         cwd = Path.cwd() / cwd
+    return cwd
+
+
+def _working_directory(ctx: RunContext, config: ExecutorConfig) -> Path:
+    cwd = _planned_cwd(ctx, config)
     cwd.mkdir(parents=True, exist_ok=True)
     return cwd
 
 
 async def open_session(ctx: RunContext, call_next: Next) -> None:
-    """Create the run's session row; task-bound runs resume the prior (task, agent) session."""
+    """Create the run's session row; task-bound runs resume the prior (task, agent) session.
+
+    The prior session is resumed only under the rule that chose the prompt kind
+    (:func:`~office_scheduler.prompts.can_resume`: same executor, an executor that can
+    resume, same working directory); otherwise the run starts a new session.
+    """
     config = ctx.executor_config
     assert config is not None
     cwd = await asyncio.to_thread(_working_directory, ctx, config)
@@ -131,6 +148,8 @@ async def open_session(ctx: RunContext, call_next: Next) -> None:
         prior = await asyncio.to_thread(
             ctx.deps.store.runlog.latest_resumable_session, ctx.run.task_id, ctx.run.agent_id
         )
+        if not can_resume(task_id=ctx.run.task_id, prior=prior, config=config, cwd=str(cwd)):
+            prior = None
     ctx.session = await asyncio.to_thread(
         ctx.deps.store.runlog.create_session,
         run_id=ctx.run.id,
@@ -241,6 +260,9 @@ async def launch(ctx: RunContext, call_next: Next) -> None:
 
 async def _record_outcome(ctx: RunContext, outcome: Outcome) -> None:
     store = ctx.deps.store
+    # Agent text may hold NUL, lone surrogates or NaN, which PostgreSQL cannot store.
+    outcome = storable_outcome(outcome)
+    ctx.extras["outcome"] = outcome
     await record_cost(ctx, outcome)
     if outcome.external_session_id and ctx.session is not None:
         await asyncio.to_thread(

@@ -1,4 +1,10 @@
-"""Records a session's process id and output into the run's event log, in batches."""
+"""Records a session's process id and output into the run's event log, in batches.
+
+Everything recorded is made storable first (:mod:`office_scheduler.pipeline.storable`):
+NUL characters and lone surrogates are removed from lines, messages and event ``data``,
+lines and messages are capped at :data:`MAX_LINE_CHARS` characters, and event ``data``
+is size-capped (4,000 characters per string, about 16,000 per event).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from office_scheduler.clock import Clock
+from office_scheduler.pipeline.storable import cap_event_data, clean_text
 from office_scheduler.store.facade import Store
 
 BATCH_LINES = 100
@@ -51,8 +58,7 @@ class OutputRecorder:
             self._dropped += 1
             return
         self._stored += 1
-        if len(line) > MAX_LINE_CHARS:
-            line = line[:MAX_LINE_CHARS] + f"…({len(line) - MAX_LINE_CHARS} more chars)"
+        line = clean_text(line, limit=MAX_LINE_CHARS)
         self._buffer.append((self._run_id, f"output.{stream}", line, {}, self._clock.now()))
         loop_now = asyncio.get_running_loop().time()
         if len(self._buffer) >= BATCH_LINES or loop_now - self._last_flush >= BATCH_SECONDS:
@@ -65,9 +71,9 @@ class OutputRecorder:
         ``acp`` executor caps its own), and decisions such as a session fallback or a
         permission answer must not be lost behind a flood of output.
         """
-        if len(message) > MAX_LINE_CHARS:
-            message = message[:MAX_LINE_CHARS] + f"…({len(message) - MAX_LINE_CHARS} more chars)"
-        self._buffer.append((self._run_id, kind, message, dict(data), self._clock.now()))
+        message = clean_text(message, limit=MAX_LINE_CHARS)
+        record = (self._run_id, clean_text(kind, limit=100), message, cap_event_data(data))
+        self._buffer.append((*record, self._clock.now()))
         loop_now = asyncio.get_running_loop().time()
         if len(self._buffer) >= BATCH_LINES or loop_now - self._last_flush >= BATCH_SECONDS:
             await self.flush()

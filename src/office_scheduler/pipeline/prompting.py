@@ -54,7 +54,7 @@ class _Material:
 
 
 def _gather(
-    store: Store, run_id: int, task: Task | None, config: ExecutorConfig | None
+    store: Store, run_id: int, task: Task | None, config: ExecutorConfig | None, cwd: str | None
 ) -> tuple[_Material, PromptKind]:
     run = store.queue.get_run(run_id)
     names = {agent.id: agent.name for agent in store.office.list_agents(run.workspace_id)}
@@ -66,7 +66,7 @@ def _gather(
     data.children = store.office.list_children(task.id)
     data.blockers = [store.office.get_task(blocker_id) for blocker_id in task.blocked_by]
     data.prior = store.runlog.latest_resumable_session(task.id, run.agent_id)
-    kind = choose_prompt_kind(task_id=task.id, prior=data.prior, config=config)
+    kind = choose_prompt_kind(task_id=task.id, prior=data.prior, config=config, cwd=cwd)
     if kind is PromptKind.DELTA:
         assert data.prior is not None
         data.prior_run = store.queue.get_run(data.prior.run_id)
@@ -127,7 +127,9 @@ def _delta(ctx: RunContext, data: _Material) -> str:
     )
 
 
-async def build_run_prompt(ctx: RunContext, *, executor: ExecutorConfig | None) -> None:
+async def build_run_prompt(
+    ctx: RunContext, *, executor: ExecutorConfig | None, cwd: str | None = None
+) -> None:
     """Set ``ctx.prompt`` (and ``ctx.prompt_version``) for the claimed run.
 
     A task-bound run that will resume its (task, agent) session gets the resume delta
@@ -139,9 +141,11 @@ async def build_run_prompt(ctx: RunContext, *, executor: ExecutorConfig | None) 
     Args:
         ctx: the run's context (agent and workspace loaded).
         executor: the executor the run will use, if one resolves.
+        cwd: the absolute working directory the session will use, when known (a prior
+            session from another directory is not resumed).
     """
     store = ctx.deps.store
-    data, kind = await asyncio.to_thread(_gather, store, ctx.run.id, ctx.task, executor)
+    data, kind = await asyncio.to_thread(_gather, store, ctx.run.id, ctx.task, executor, cwd)
     ctx.run = data.run
     full = _full(ctx, data)
     prompt = _delta(ctx, data) if kind is PromptKind.DELTA else full

@@ -16,7 +16,12 @@ from office_scheduler.prompts.full import (
     build_prompt,
     summary_slice,
 )
-from office_scheduler.prompts.kind import PromptKind, choose_prompt_kind, executor_can_resume
+from office_scheduler.prompts.kind import (
+    PromptKind,
+    can_resume,
+    choose_prompt_kind,
+    executor_can_resume,
+)
 from office_scheduler.prompts.text import estimate_tokens
 
 __all__ = [
@@ -28,6 +33,7 @@ __all__ = [
     "TaskSnapshot",
     "build_delta_prompt",
     "build_prompt",
+    "can_resume",
     "choose_prompt_kind",
     "estimate_tokens",
     "executor_can_resume",

@@ -2,14 +2,16 @@
 
 Everything a person or an agent wrote (task descriptions, comments, wake payloads, result
 text) is data for the woken agent, not instructions from the scheduler: it is stripped of
-control characters (newline and tab are kept), capped, and shown in a fenced block whose
-fence is longer than any backtick run inside, so the text cannot close the block early.
+control characters (newline and tab are kept) and invisible format characters, capped, and
+shown in a fenced block whose fence is longer than any backtick run inside, so the text
+cannot close the block early.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any
 
 #: Longest string field of a wake payload, in characters.
@@ -27,15 +29,25 @@ TRUNCATED = "…(truncated)"
 # and paragraph separators / bidi overrides that can disguise text.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _BACKTICKS = re.compile("`+")
+#: Invisible format characters (Unicode category ``Cf``) that are kept: ZWNJ (U+200C) and
+#: ZWJ (U+200D) shape Persian/Indic text and join emoji sequences. Every other ``Cf``
+#: character (LRM/RLM U+200E/F, ALM U+061C, ZWSP U+200B, BOM/ZWNBSP U+FEFF, soft hyphen,
+#: word joiner, bidi embeddings and isolates, tag characters, ...) is removed.
+KEPT_FORMAT_CHARS = frozenset("\u200c\u200d")
 
 
 def clean(text: str, *, limit: int | None = None) -> str:
     """Strip control characters (keeping newline and tab) and cap at ``limit`` characters.
 
-    Carriage returns are dropped (CR LF becomes LF). A capped text ends with
-    ``…(truncated)``; the result is never longer than ``limit`` characters.
+    Carriage returns are dropped (CR LF becomes LF); invisible format characters (Unicode
+    category ``Cf``) are removed except those in :data:`KEPT_FORMAT_CHARS`. A capped text
+    ends with ``…(truncated)``; the result is never longer than ``limit`` characters.
     """
     text = _CONTROL.sub("", text.replace("\r\n", "\n"))
+    if not text.isascii():
+        text = "".join(
+            ch for ch in text if ch in KEPT_FORMAT_CHARS or unicodedata.category(ch) != "Cf"
+        )
     if limit is not None and len(text) > limit:
         keep = max(limit - len(TRUNCATED), 0)
         text = text[:keep] + TRUNCATED

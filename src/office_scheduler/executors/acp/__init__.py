@@ -9,6 +9,9 @@ model"):
    ``session/load`` (history the agent replays is logged as ``acp_replay`` events, not as
    output) — on any error, once, ``session/new`` with an ``acp_session_fallback`` event;
    taskless and first runs use ``session/new``;
+   the agent's stdout is read through a bounded line reader (:mod:`.transport`): a line
+   over 8 MiB ends the run (family ``crash``), lines that are not JSON-RPC objects are
+   dropped and counted in one ``acp_protocol_garbage`` event;
 3. ``session/prompt`` with the wake prompt; agent messages and thoughts become
    ``output.agent`` / ``output.thought`` lines, tool calls and plans ``acp_tool_call``,
    ``acp_tool_call_update`` and ``acp_plan`` events; permission requests are answered from
@@ -29,6 +32,7 @@ The ``acp`` package (about half a second to import) is only imported when a sess
 from __future__ import annotations
 
 from office_scheduler.domain.execution import Launch, Outcome
+from office_scheduler.executors.acp.transport import LINE_LIMIT
 from office_scheduler.executors.base import ExecutionSink
 
 
@@ -39,11 +43,20 @@ class AcpExecutor:
         cancel_grace_s: after ``session/cancel``, how long the turn may take to end.
         kill_grace_s: time between SIGTERM and SIGKILL of the process group, and the
             longest wait for the agent to exit after its stdin was closed.
+        line_limit: longest stdout line (one JSON-RPC message) accepted from the agent,
+            in bytes (default 8 MiB); a longer line ends the run, family ``crash``.
     """
 
-    def __init__(self, *, cancel_grace_s: float = 2.0, kill_grace_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        *,
+        cancel_grace_s: float = 2.0,
+        kill_grace_s: float = 2.0,
+        line_limit: int = LINE_LIMIT,
+    ) -> None:
         self._cancel_grace_s = cancel_grace_s
         self._kill_grace_s = kill_grace_s
+        self._line_limit = line_limit
 
     async def run(self, launch: Launch, sink: ExecutionSink) -> Outcome:
         """Launch the session described by ``launch`` and wait for its turn to end.
@@ -65,7 +78,11 @@ class AcpExecutor:
         from office_scheduler.executors.acp.session import run_session
 
         return await run_session(
-            launch, sink, cancel_grace_s=self._cancel_grace_s, kill_grace_s=self._kill_grace_s
+            launch,
+            sink,
+            cancel_grace_s=self._cancel_grace_s,
+            kill_grace_s=self._kill_grace_s,
+            line_limit=self._line_limit,
         )
 
 

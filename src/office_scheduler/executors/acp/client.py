@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from acp import schema
+from acp import RequestError, schema
 
 from office_scheduler.executors.acp.policy import PermissionPolicy, ToolRequest, tool_name_from_meta
 from office_scheduler.executors.base import EventSink, ExecutionSink
@@ -165,6 +165,28 @@ class OfficeClient:
     def flush(self) -> None:
         """Emit the partial line still buffered (call when a phase or the session ends)."""
         self._lines.flush()
+
+    # We advertise no terminal capability; an agent that asks anyway gets -32601 rather
+    # than the SDK's default ``null`` result (which reads as success).
+    async def create_terminal(self, **kwargs: Any) -> None:
+        """``terminal/create``: not offered (JSON-RPC -32601 method not found)."""
+        raise RequestError.method_not_found("terminal/create")
+
+    async def terminal_output(self, **kwargs: Any) -> None:
+        """``terminal/output``: not offered (JSON-RPC -32601 method not found)."""
+        raise RequestError.method_not_found("terminal/output")
+
+    async def release_terminal(self, **kwargs: Any) -> None:
+        """``terminal/release``: not offered (JSON-RPC -32601 method not found)."""
+        raise RequestError.method_not_found("terminal/release")
+
+    async def wait_for_terminal_exit(self, **kwargs: Any) -> None:
+        """``terminal/wait_for_exit``: not offered (JSON-RPC -32601 method not found)."""
+        raise RequestError.method_not_found("terminal/wait_for_exit")
+
+    async def kill_terminal(self, **kwargs: Any) -> None:
+        """``terminal/kill``: not offered (JSON-RPC -32601 method not found)."""
+        raise RequestError.method_not_found("terminal/kill")
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         """Record one ``session/update`` notification (see the module docstring)."""

@@ -18,7 +18,10 @@ from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunReason
 from office_scheduler.executors.acp.client import OfficeClient, Outbox, merge_meta, parse_result
 from office_scheduler.executors.acp.policy import PermissionPolicy
 from office_scheduler.executors.acp.tools import office_mcp
+from office_scheduler.executors.acp.transport import LINE_LIMIT as STDOUT_LIMIT
+from office_scheduler.executors.acp.transport import BoundedTransport
 from office_scheduler.executors.base import ExecutionSink
+from office_scheduler.executors.parsers import clamp_tokens
 from office_scheduler.executors.process import LineSplitter, describe_exit, signal_group
 from office_scheduler.retry import classify_error, is_rate_limited
 
@@ -29,8 +32,6 @@ if TYPE_CHECKING:
 LINE_LIMIT = 64 * 1024
 #: Bytes of stderr kept for error messages.
 STDERR_TAIL = 4096
-#: Reader limit of the agent's stdout (one JSON-RPC message per line).
-STDOUT_LIMIT = 50 * 2**20
 _READ_SIZE = 65536
 #: JSON-RPC error code of ``Authentication required``.
 AUTH_REQUIRED = -32000
@@ -47,9 +48,16 @@ def config_failure(message: str) -> Outcome:
 
 
 async def run_session(
-    launch: Launch, sink: ExecutionSink, *, cancel_grace_s: float, kill_grace_s: float
+    launch: Launch,
+    sink: ExecutionSink,
+    *,
+    cancel_grace_s: float,
+    kill_grace_s: float,
+    line_limit: int = STDOUT_LIMIT,
 ) -> Outcome:
     """Spawn the agent, run one prompt turn and map how it ended to an :class:`Outcome`.
+
+    ``line_limit`` is the longest stdout line (bytes) accepted from the agent.
 
     Raises:
         asyncio.CancelledError: the awaiting task was cancelled; the session was sent
@@ -70,11 +78,12 @@ async def run_session(
             env=launch.env,
             cwd=launch.cwd,
             start_new_session=True,
-            limit=STDOUT_LIMIT,
+            # Our transport reads in chunks; a small reader limit keeps the pipe buffer small.
+            limit=_READ_SIZE,
         )
     except OSError as exc:
         return config_failure(f"cannot start ACP agent {launch.config.argv[0]!r}: {exc}")
-    driver = _Driver(proc, sink, launch, policy, cancel_grace_s, kill_grace_s)
+    driver = _Driver(proc, sink, launch, policy, cancel_grace_s, kill_grace_s, line_limit)
     return await driver.run()
 
 
@@ -89,6 +98,7 @@ class _Driver:
         policy: PermissionPolicy,
         cancel_grace_s: float,
         kill_grace_s: float,
+        line_limit: int,
     ) -> None:
         self._proc = proc
         self._sink = sink
@@ -104,6 +114,8 @@ class _Driver:
         self._conn: ClientSideConnection | None = None
         self._session_id: str | None = None
         self._resumed = False
+        self._line_limit = line_limit
+        self._transport: BoundedTransport | None = None
 
     def _touch(self) -> None:
         self._last_activity = self._loop.time()
@@ -121,7 +133,10 @@ class _Driver:
             assert self._proc.stderr is not None
             pump = asyncio.create_task(self._pump_stderr(self._proc.stderr))
             client = cast(acp.Client, self._client)
-            self._conn = acp.connect_to_agent(client, self._proc.stdin, self._proc.stdout)
+            self._transport = BoundedTransport(
+                self._proc.stdout, self._proc.stdin, touch=self._touch, limit=self._line_limit
+            )
+            self._conn = acp.connect_to_agent(client, self._transport)
             work = asyncio.create_task(self._converse(self._conn))
             deadline = await self._supervise(work, started)
             if deadline is not None:
@@ -267,8 +282,22 @@ class _Driver:
         tasks = [t for t in (work, pump) if t is not None]
         await asyncio.gather(*tasks, return_exceptions=True)
         self._client.flush()
+        self._note_garbage()
         self._outbox.close()
         await writer
+
+    def _note_garbage(self) -> None:
+        """One ``acp_protocol_garbage`` event when non-JSON-RPC lines were dropped."""
+        transport = self._transport
+        if transport is None or not transport.garbage:
+            return
+        self._outbox.event(
+            "acp_protocol_garbage",
+            f"dropped {transport.garbage} line(s) on the agent's stdout that were not "
+            "JSON-RPC messages",
+            count=transport.garbage,
+            sample=transport.garbage_sample,
+        )
 
     async def _pump_stderr(self, stream: asyncio.StreamReader) -> None:
         splitter = LineSplitter(line_limit=LINE_LIMIT, json_limit=LINE_LIMIT)
@@ -323,6 +352,14 @@ class _Driver:
 
     def _failure(self, base: Outcome, error: BaseException | None) -> Outcome:
         stderr = self._stderr_tail.decode("utf-8", "replace").strip()
+        if self._transport is not None and self._transport.overflow is not None:
+            return replace(
+                base,
+                message=(
+                    f"agent sent a line over {self._transport.overflow} bytes on stdout; "
+                    "the session was ended"
+                ),
+            )
         if isinstance(error, acp.RequestError):
             text = _error_text(error)
             if is_rate_limited(text):
@@ -344,8 +381,8 @@ class _Driver:
         usage = Usage()
         if response.usage is not None:
             usage = Usage(
-                input_tokens=response.usage.input_tokens,
-                output_tokens=response.usage.output_tokens,
+                input_tokens=clamp_tokens(response.usage.input_tokens),
+                output_tokens=clamp_tokens(response.usage.output_tokens),
             )
         result = self._result(reason)
         message = self._client.message.strip()[-2000:]
