@@ -6,8 +6,8 @@ Semantics (issue 4, "Per-agent settings"; DESIGN §6 step 2):
   claim skips paused agents) and a run already claimed finishes with reason
   ``agent_paused`` without launching. A session already running is left to finish.
 * **resume** — status ``idle``, ``paused_reason`` cleared, the runs loop is poked so the
-  waiting runs are claimed. An agent paused for ``budget_exceeded`` is resumed only when
-  no budget policy still blocks it (409 naming the policy otherwise).
+  waiting runs are claimed. A paused or stopped agent (whatever ``paused_reason`` says) is
+  resumed only when no budget policy still blocks it (409 naming the policy otherwise).
 * **stop** — status ``stopped``; its queued runs and scheduled retries are cancelled with
   reason ``agent_paused`` (each logged as ``run_cancelled`` and published as
   :class:`RunEnded`). Resuming a stopped agent makes it ``idle`` again.
@@ -33,6 +33,8 @@ log = structlog.get_logger(__name__)
 Publish = Callable[[Event], Awaitable[None]]
 #: Returns the budget policy that still blocks an agent (``None`` when none does).
 BudgetCheck = Callable[[str], Awaitable[object | None]]
+#: Agent fields changed together with a status change (keys of ``update_agent``).
+Settings = dict[str, object]
 #: ``paused_reason`` of an agent the budget engine paused.
 BUDGET_PAUSE = "budget_exceeded"
 
@@ -66,67 +68,106 @@ class AgentControl:
         self._publish = publish
         self._poke = poke
 
-    async def pause(self, agent_id: str, *, actor: str = SYSTEM_ACTOR) -> Agent:
+    async def pause(
+        self, agent_id: str, *, actor: str = SYSTEM_ACTOR, settings: Settings | None = None
+    ) -> Agent:
         """Pause an agent by hand (``paused_reason='manual'``; idempotent).
+
+        ``settings`` (agent fields, as for ``update_agent``) commit with the pause.
 
         Raises:
             NotFoundError: no such agent.
+            InvalidInputError / ConflictError: a bad setting (nothing is changed).
         """
         agent, _ended = await asyncio.to_thread(
             self._store.office.change_agent_status,
             agent_id,
             AgentStatus.PAUSED,
             now=self._clock.now(),
+            settings=settings,
         )
         await self._log(agent, "agent_paused", f"{agent.name} was paused", actor)
         return agent
 
     async def resume(
-        self, agent_id: str, *, actor: str = SYSTEM_ACTOR, budget_check: BudgetCheck | None = None
+        self,
+        agent_id: str,
+        *,
+        actor: str = SYSTEM_ACTOR,
+        budget_check: BudgetCheck | None = None,
+        settings: Settings | None = None,
     ) -> Agent:
         """Resume a paused or stopped agent (status ``idle``; idempotent for idle agents).
+
+        Whatever the reason of the pause (``manual`` too: a budget crossed while an agent
+        was paused by hand must not be skipped by resuming it), ``budget_check`` is asked
+        first, and nothing changes while it returns a policy.
 
         Args:
             agent_id: the agent.
             actor: who asks (``user``, ``agent:<id>``, ``system``).
-            budget_check: asked for an agent paused for ``budget_exceeded``; a policy it
-                returns keeps the agent paused. ``None`` skips the check.
+            budget_check: returns the budget policy that still blocks the agent; ``None``
+                skips the check.
+            settings: agent fields (as for ``update_agent``) committed with the resume.
 
         Raises:
             NotFoundError: no such agent.
-            ConflictError: the agent is paused for its budget and a policy still blocks it
-                (field ``status``; the message names the policy).
+            ConflictError: a budget policy still blocks the agent (field ``status``; the
+                message names the policy).
         """
         current = await asyncio.to_thread(self._store.office.get_agent, agent_id)
-        if current.paused_reason == BUDGET_PAUSE and budget_check is not None:
-            policy = await budget_check(agent_id)
-            if policy is not None:
-                raise ConflictError(
-                    f"{current.name} is still over budget policy {_policy_label(policy)}; "
-                    "raise the limit before resuming",
-                    field="status",
-                )
         if current.status in (AgentStatus.IDLE, AgentStatus.WORKING):
-            return current
+            if not settings:
+                return current
+            return await asyncio.to_thread(
+                self._store.office.update_agent, agent_id, now=self._clock.now(), **settings
+            )
+        await self.check_budget(current, budget_check)
         agent, _ended = await asyncio.to_thread(
             self._store.office.change_agent_status,
             agent_id,
             AgentStatus.IDLE,
             now=self._clock.now(),
+            settings=settings,
         )
         await self._log(agent, "agent_resumed", f"{agent.name} was resumed", actor)
         self._poke()
         return agent
 
-    async def stop(self, agent_id: str, *, actor: str = SYSTEM_ACTOR) -> Agent:
+    @staticmethod
+    async def check_budget(agent: Agent, budget_check: BudgetCheck | None) -> None:
+        """Refuse to resume ``agent`` while ``budget_check`` names a blocking policy.
+
+        Raises:
+            ConflictError: naming the policy (field ``status``).
+        """
+        if budget_check is None:
+            return
+        policy = await budget_check(agent.id)
+        if policy is not None:
+            raise ConflictError(
+                f"{agent.name} is still over budget policy {_policy_label(policy)}; "
+                "raise the limit before resuming",
+                field="status",
+            )
+
+    async def stop(
+        self, agent_id: str, *, actor: str = SYSTEM_ACTOR, settings: Settings | None = None
+    ) -> Agent:
         """Stop an agent; its queued runs and scheduled retries are cancelled.
+
+        ``settings`` (agent fields, as for ``update_agent``) commit with the stop.
 
         Raises:
             NotFoundError: no such agent.
         """
         now = self._clock.now()
         agent, ended = await asyncio.to_thread(
-            self._store.office.change_agent_status, agent_id, AgentStatus.STOPPED, now=now
+            self._store.office.change_agent_status,
+            agent_id,
+            AgentStatus.STOPPED,
+            now=now,
+            settings=settings,
         )
         message = f"{agent.name} was stopped; {len(ended)} pending run(s) cancelled"
         await self._log(agent, "agent_stopped", message, actor, cancelled=[r.id for r in ended])

@@ -124,3 +124,67 @@ def test_blocker_cycles_are_422(api: Api) -> None:
         )
         assert response.status_code == 422
         assert error_of(response)["field"] == "blocker_task_id"
+
+
+def test_agents_never_settle_a_review_over_http(api: Api) -> None:
+    """Regression (issue 4 item 1): run tokens could approve or skip the review gate."""
+    ws_id = api.workspace()["id"]
+    assignee = api.agent(ws_id, "bee")
+    other = api.agent(ws_id, "ann")
+    gated = api.task(
+        ws_id,
+        "Gated",
+        assignee_agent_id=assignee["id"],
+        requires_approval=True,
+        state="IN_PROGRESS",
+    )
+    dependant = api.task(ws_id, "Next", blocked_by=[gated["id"]])
+    bee, _ = api.run_token(ws_id, assignee["id"])
+    ann, _ = api.run_token(ws_id, other["id"])
+    path = f"/api/v1/tasks/{gated['id']}"
+
+    def patch(token: str, body: dict[str, object], status: int, field: str | None = None) -> None:
+        response = api.request("PATCH", path, token=token, json=body)
+        assert response.status_code == status, (body, response.text)
+        if field is not None:
+            assert error_of(response)["field"] == field
+
+    def pending() -> list[dict[str, object]]:
+        approvals = f"/api/v1/workspaces/{ws_id}/approvals"
+        items: list[dict[str, object]] = api.ok("GET", approvals, params={"status": "pending"})[
+            "items"
+        ]
+        return items
+
+    # (b) another agent finishing it goes through the gate too.
+    assert api.ok("PATCH", path, token=ann, json={"state": "DONE"})["state"] == "IN_REVIEW"
+    (review,) = pending()
+    assert review["requested_by_agent_id"] == other["id"]
+    # (a) nobody but a person settles the pending review.
+    assert api.ok("PATCH", path, token=bee, json={"state": "DONE"})["state"] == "IN_REVIEW"
+    for token in (ann, bee):
+        for state in ("IN_PROGRESS", "TODO", "CANCELLED"):  # (c): no cancelling either
+            patch(token, {"state": state}, 403, "state")
+    assert [item["id"] for item in pending()] == [review["id"]]
+    assert api.ok("GET", path)["state"] == "IN_REVIEW"
+    assert api.ok("GET", f"/api/v1/tasks/{dependant['id']}")["blocked_by"] == [gated["id"]]
+    assert api.ok("GET", f"/api/v1/approvals/{review['id']}")["decided_by"] is None
+    # (e) the review settings are for people only.
+    settings: list[dict[str, object]] = [
+        {"requires_approval": False},
+        {"reviewers": []},
+        {"approvers": [other["id"]]},
+    ]
+    for body in settings:
+        (field,) = body
+        patch(bee, body, 403, field)
+    assert api.ok("GET", path)["requires_approval"] is True
+
+    api.ok("POST", f"/api/v1/approvals/{review['id']}/reject", json={"decision_note": "no"})
+    assert api.ok("GET", path)["state"] == "IN_PROGRESS"
+    # (d) unassigning itself first does not skip the gate.
+    api.ok("PATCH", path, token=bee, json={"assignee_agent_id": None})
+    assert api.ok("PATCH", path, token=bee, json={"state": "DONE"})["state"] == "IN_REVIEW"
+    (second,) = pending()
+    api.ok("POST", f"/api/v1/approvals/{second['id']}/approve", json={})
+    assert api.ok("GET", path)["state"] == "DONE"

@@ -238,3 +238,84 @@ def test_resume_refuses_while_a_budget_policy_blocks(
     assert "policy-42" in error_of(refused)["message"]
     budgets.blocking = None
     assert api.ok("POST", f"/api/v1/agents/{worker}/resume")["status"] == "idle"
+
+
+def _over_budget(api: Api, ws: str, agent_id: str) -> str:
+    """A pause_agent policy of the agent that its spend already exceeds; its budget pause."""
+    policy = api.ok(
+        "POST",
+        f"/api/v1/workspaces/{ws}/budgets",
+        status=201,
+        json={"scope_kind": "agent", "scope_id": agent_id, "limit_cents": 1},
+    )
+    api.service.store.budgets.add_cost_event(
+        workspace_id=ws,
+        agent_id=agent_id,
+        input_tokens=1,
+        output_tokens=1,
+        cost_subcents=500,
+        priced=True,
+        now=api.clock.now(),
+    )
+    api.call(lambda: api.service.budgets.check_after_cost(agent_id, project_id=None))
+    assert api.ok("GET", f"/api/v1/agents/{agent_id}")["paused_reason"] == "budget_exceeded"
+    policy_id: str = policy["id"]
+    return policy_id
+
+
+def test_patch_status_goes_through_the_agent_control_rules(api: Api) -> None:
+    """Regression (issue 4 items 5, 6): ``status: working`` revived any agent past its
+    budget, and a refused PATCH still committed its other fields."""
+    ws = api.workspace()["id"]
+    worker = api.agent(ws, instructions="OLD")["id"]
+    path = f"/api/v1/agents/{worker}"
+    policy_id = _over_budget(api, ws, worker)
+
+    refused = api.request("PATCH", path, json={"instructions": "NEW", "status": "idle"})
+    assert refused.status_code == 409
+    assert policy_id in error_of(refused)["message"]
+    for status in ("working", "pending_approval"):
+        bad = api.request("PATCH", path, json={"instructions": "NEW", "status": status})
+        assert (bad.status_code, error_of(bad)["field"]) == (422, "status"), status
+    after = api.ok("GET", path)
+    assert (after["status"], after["instructions"]) == ("paused", "OLD")
+
+    stopped = api.ok("PATCH", path, json={"status": "stopped", "instructions": "STOP"})
+    assert (stopped["status"], stopped["instructions"]) == ("stopped", "STOP")
+    revive = api.request("PATCH", path, json={"status": "working"})
+    assert revive.status_code == 422
+    assert api.ok("GET", path)["status"] == "stopped"
+    conflict = api.request("PATCH", path, json={"status": "idle", "name": "lead"})
+    assert conflict.status_code == 409
+
+    api.ok("PATCH", f"/api/v1/budgets/{policy_id}", json={"limit_cents": 1000})
+    resumed = api.ok("PATCH", path, json={"status": "idle", "instructions": "GO"})
+    assert (resumed["status"], resumed["instructions"]) == ("idle", "GO")
+
+
+def test_patch_checks_the_executor_and_resets_the_role_default(api: Api) -> None:
+    """Regression (items 10, 11): unknown executors, stale skip_idle_wakeups, coercion."""
+    ws = api.workspace()["id"]
+    worker = api.agent(ws)
+    assert worker["skip_idle_wakeups"] is True
+    path = f"/api/v1/agents/{worker['id']}"
+    for body, field in [
+        ({"executor": "nope"}, "executor"),
+        ({"skip_idle_wakeups": "yes"}, "skip_idle_wakeups"),
+        ({"skip_idle_wakeups": 1}, "skip_idle_wakeups"),
+    ]:
+        bad = api.request("PATCH", path, json=body)
+        assert (bad.status_code, error_of(bad)["field"]) == (422, field), body
+    assert api.ok("PATCH", path, json={"executor": "cli"})["executor"] == "cli"
+    assert api.ok("PATCH", path, json={"executor": None})["executor"] is None
+
+    promoted = api.ok("PATCH", path, json={"role": "coordinator"})
+    assert (promoted["role"], promoted["skip_idle_wakeups"]) == ("coordinator", False)
+    kept = api.ok("PATCH", path, json={"role": "worker", "skip_idle_wakeups": False})
+    assert (kept["role"], kept["skip_idle_wakeups"]) == ("worker", False)
+    same_role = api.ok("PATCH", path, json={"role": "worker"})
+    assert same_role["skip_idle_wakeups"] is False
+    created = api.request(
+        "POST", f"/api/v1/workspaces/{ws}/agents", json={"name": "x", "skip_idle_wakeups": "no"}
+    )
+    assert (created.status_code, error_of(created)["field"]) == (422, "skip_idle_wakeups")

@@ -249,6 +249,9 @@ def test_office_budget_commands(served: Served) -> None:
     assert updated["limit_cents"] == 400
     spend = served.json("budget", "spend", "--workspace", ws, "--period", "lifetime")
     assert spend["period"] == "lifetime"
+    far = served.run("budget", "spend", "--workspace", ws, "--period", "9999-12")
+    assert far.exit_code == 2, far.stderr
+    assert "period" in far.stderr
     shown = served.run("budget", "show", created["id"])
     assert "400" in shown.stdout
 
@@ -269,3 +272,25 @@ def test_office_budget_commands(served: Served) -> None:
     deleted = served.run("budget", "delete", created["id"])
     assert deleted.exit_code == 0
     assert served.json("budget", "list", "--workspace", ws) == []
+
+
+def test_spend_periods_out_of_range_and_coerced_numbers_are_422(api: Api) -> None:
+    """Regression (issue 4 items 8, 11): ``period=9999-12`` was a 500 and ``"100"`` cents
+    were accepted."""
+    ws = api.workspace()["id"]
+    for period in ("9999-12", "0000-01", "2026-13"):
+        response = api.request("GET", f"/api/v1/workspaces/{ws}/spend", params={"period": period})
+        assert (response.status_code, error_of(response)["field"]) == (422, "period"), period
+    assert api.ok("GET", f"/api/v1/workspaces/{ws}/spend", params={"period": "9998-12"})
+    path = f"/api/v1/workspaces/{ws}/budgets"
+    for body, field in [
+        ({"scope_kind": "workspace", "limit_cents": "100"}, "limit_cents"),
+        ({"scope_kind": "workspace", "limit_cents": 100.0}, "limit_cents"),
+        ({"scope_kind": "workspace", "limit_cents": 100, "alert_threshold_pct": "80"},
+         "alert_threshold_pct"),
+    ]:  # fmt: skip
+        response = api.request("POST", path, json=body)
+        assert (response.status_code, error_of(response)["field"]) == (422, field), body
+    policy = api.ok("POST", path, status=201, json={"scope_kind": "workspace", "limit_cents": 100})
+    patched = api.request("PATCH", f"/api/v1/budgets/{policy['id']}", json={"limit_cents": "5"})
+    assert (patched.status_code, error_of(patched)["field"]) == (422, "limit_cents")

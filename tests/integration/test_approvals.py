@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -257,3 +259,138 @@ async def test_moving_a_task_out_of_review_by_hand_settles_its_pending_review(
     with pytest.raises(ConflictError):
         await office.service.approvals.approve(approval.id, decided_by="user:ops")
     assert office.store.office.get_task(spec.id).state is target
+
+
+class _Crash(RuntimeError):
+    """Stands in for the process dying right after a decision committed."""
+
+
+def _crash_after_resolve(office: Office, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the decision's store call commit and then "crash" before anything else runs."""
+    approvals = office.store.approvals
+    real = approvals.resolve
+
+    def resolve_then_crash(*args: Any, **kwargs: Any) -> Any:
+        real(*args, **kwargs)
+        raise _Crash
+
+    monkeypatch.setattr(approvals, "resolve", resolve_then_crash)
+
+
+async def test_a_review_decision_and_its_task_move_commit_together(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue 4 item 3): the move came after the decision's commit, so a crash
+    in between left the task IN_REVIEW for good (deciding again is a 409)."""
+    spec, _build = await _gated(office)
+    await _finish(office, spec)
+    (pending,) = office.store.approvals.list(office.workspace.id).items
+
+    _crash_after_resolve(office, monkeypatch)
+    with pytest.raises(_Crash):
+        await office.service.approvals.reject(
+            pending.id, decided_by="user:ops", decision_note="more tests"
+        )
+    assert office.store.office.get_task(spec.id).state is TaskState.IN_PROGRESS
+    (comment,) = office.store.office.list_comments(spec.id)
+    assert "more tests" in comment.body
+    kinds = [e.kind for e in office.store.runlog.list_activity(office.workspace.id).items]
+    assert "approval_rejected" in kinds
+
+
+async def test_a_decision_does_not_overwrite_a_move_made_meanwhile(office: Office) -> None:
+    """Item 9: the landing is conditional on the task still being IN_REVIEW."""
+    spec, _build = await _gated(office)
+    await _finish(office, spec)
+    (pending,) = office.store.approvals.list(office.workspace.id).items
+    # A person's move that committed between the decision's read and its write.
+    office.store.office.update_task(
+        spec.id, now=office.clock.now(), changes={"state": TaskState.CANCELLED}
+    )
+    decision = office.store.approvals.resolve(
+        pending.id, status=ApprovalStatus.APPROVED, decided_by="user:ops", now=office.clock.now()
+    )
+    assert decision.after is not None
+    assert decision.after.state is TaskState.CANCELLED
+    assert office.store.office.get_task(spec.id).state is TaskState.CANCELLED
+
+
+async def test_a_lost_approval_resolved_wake_is_redriven(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (item 3): a crash after the decision committed lost the requester's wake."""
+    approval = await office.service.approvals.request(
+        workspace_id=office.workspace.id, title="Deploy?", requested_by_agent_id=office.worker.id
+    )
+    _crash_after_resolve(office, monkeypatch)
+    with pytest.raises(_Crash):
+        await office.service.approvals.approve(approval.id, decided_by="user:ops")
+    monkeypatch.undo()
+    key = f"approval_resolved:{approval.id}"
+    assert [w for w in _wakeups(office, office.worker.id) if w.idempotency_key == key] == []
+
+    office.clock.advance(timedelta(hours=1))
+    await office.service.maintenance.tick()  # the maintenance pass re-drives it
+    (wake,) = [w for w in _wakeups(office, office.worker.id) if w.idempotency_key == key]
+    assert wake.source is WakeSource.APPROVAL_RESOLVED
+    assert wake.payload == {"approval_id": approval.id, "status": "approved", "decision_note": None}
+    assert await office.service.approvals.redrive(office.clock.now()) == 0
+
+
+async def test_start_redrives_a_lost_approval_resolved_wake(office: Office) -> None:
+    approval = await office.service.approvals.request(
+        workspace_id=office.workspace.id, title="Deploy?", requested_by_agent_id=office.worker.id
+    )
+    # The decision committed, then the process died before publishing anything.
+    office.store.approvals.resolve(
+        approval.id, status=ApprovalStatus.REJECTED, decided_by="user:ops", now=office.clock.now()
+    )
+    await office.service.start()
+    wakes = [w for w in _wakeups(office, office.worker.id) if w.idempotency_key]
+    assert [w.idempotency_key for w in wakes] == [f"approval_resolved:{approval.id}"]
+    office.clock.advance(timedelta(hours=25))
+    late = await office.service.approvals.request(
+        workspace_id=office.workspace.id, title="Old", requested_by_agent_id=office.worker.id
+    )
+    assert await office.service.approvals.redrive(office.clock.now()) == 0
+    assert late.status is ApprovalStatus.PENDING
+
+
+def test_concurrent_opposite_blockers_store_one_link(office: Office) -> None:
+    """Regression (item 2): on PostgreSQL both directions passed the cycle check."""
+    store = office.store.office
+    trials = 20
+    for trial in range(trials):
+        first = store.create_task(
+            workspace_id=office.workspace.id, title=f"x{trial}", now=office.clock.now()
+        )
+        second = store.create_task(
+            workspace_id=office.workspace.id, title=f"y{trial}", now=office.clock.now()
+        )
+        barrier = threading.Barrier(2)
+        outcomes: list[str] = []
+
+        def link(
+            task_id: str,
+            blocker_id: str,
+            barrier: threading.Barrier = barrier,
+            outcomes: list[str] = outcomes,
+        ) -> None:
+            barrier.wait()
+            try:
+                store.add_blocker(task_id, blocker_id, now=office.clock.now())
+                outcomes.append("ok")
+            except InvalidInputError as exc:
+                outcomes.append(f"422:{exc.field}")
+
+        threads = [
+            threading.Thread(target=link, args=(first.id, second.id)),
+            threading.Thread(target=link, args=(second.id, first.id)),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(outcomes) == ["422:blocker_task_id", "ok"], trial
+        links = len(store.get_task(first.id).blocked_by) + len(store.get_task(second.id).blocked_by)
+        assert links == 1, trial

@@ -464,3 +464,81 @@ async def test_policy_validation(office: Office) -> None:
     await budgets.delete_policy(policy.id)
     with pytest.raises(NotFoundError):
         await budgets.get_policy(policy.id)
+
+
+class _Crash(RuntimeError):
+    """Stands in for the process dying between two steps."""
+
+
+def _spend(office: Office, agent_id: str, cents: int) -> None:
+    office.store.budgets.add_cost_event(
+        workspace_id=office.workspace.id,
+        agent_id=agent_id,
+        input_tokens=10,
+        output_tokens=10,
+        cost_subcents=cents * CENT,
+        priced=True,
+        now=office.clock.now(),
+    )
+
+
+async def test_an_alert_survives_a_crash_and_its_wake_is_redriven(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue 4 item 4): the marker committed first, so a crash before the inbox
+    item, activity and coordinator wake lost the notice for the whole period."""
+    policy_id = await _policy(
+        office, BudgetScope.AGENT, scope_id=office.worker.id, action=BudgetAction.NOTIFY
+    )
+    notifier = office.service.budgets.notifier
+
+    async def crash(_request: object) -> object:
+        raise _Crash
+
+    monkeypatch.setattr(notifier, "_enqueue", crash)
+    _spend(office, office.worker.id, 90)
+    with pytest.raises(_Crash):
+        await office.service.budgets.check_after_cost(office.worker.id, project_id=None)
+    monkeypatch.undo()
+    key = f"budget_alert:{policy_id}:2026-11"
+    assert _inbox(office, InboxKind.BUDGET_ALERT) == [key]
+    (entry,) = office.store.runlog.list_activity(office.workspace.id, kind="budget_alert").items
+    assert entry.data["coordinator_id"] == office.coordinator.id
+    assert _alert_wakes(office) == []
+
+    await office.service.maintenance.tick()
+    assert _alert_wakes(office) == [{"agent_instance_id": office.worker.id, "budget_pct": 90}]
+    assert await office.service.budgets.redrive(office.clock.now()) == 0
+    # The spend check does not fire the alert a second time.
+    await office.service.budgets.check_after_cost(office.worker.id, project_id=None)
+    assert len(_alert_wakes(office)) == 1
+    assert len(_inbox(office, InboxKind.BUDGET_ALERT)) == 1
+
+
+async def test_a_crossing_while_paused_by_hand_is_still_reported_and_blocks_resume(
+    office: Office,
+) -> None:
+    """Regression (item 7): a manual pause hid the crossing, and resume skipped the check."""
+    policy_id = await _policy(office, BudgetScope.AGENT, scope_id=office.worker.id)
+    await office.service.agents.pause(office.worker.id, actor="user")
+    _spend(office, office.worker.id, 150)
+    await office.service.budgets.check_after_cost(office.worker.id, project_id=None)
+
+    (key,) = _inbox(office, InboxKind.BUDGET_EXCEEDED)
+    assert key.startswith(f"budget_exceeded:{policy_id}:2026-11:")
+    (entry,) = office.store.runlog.list_activity(office.workspace.id, kind="budget_exceeded").items
+    assert entry.agent_id == office.worker.id
+    agent = office.store.office.get_agent(office.worker.id)
+    assert (agent.status, agent.paused_reason) == (AgentStatus.PAUSED, "manual")
+    with pytest.raises(ConflictError) as refused:
+        await office.service.agents.resume(
+            office.worker.id, budget_check=office.service.budgets.blocking_policy
+        )
+    assert refused.value.field == "status"
+    assert policy_id in refused.value.message
+    assert office.store.office.get_agent(office.worker.id).status is AgentStatus.PAUSED
+    await office.service.budgets.update_policy(policy_id, limit_cents=1000)
+    resumed = await office.service.agents.resume(
+        office.worker.id, budget_check=office.service.budgets.blocking_policy
+    )
+    assert resumed.status is AgentStatus.IDLE

@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.domain.models import ExecutorConfig, WorkspaceSettings
@@ -229,7 +229,7 @@ class AgentCreate(InputModel):
     instructions: Text = ""
     max_concurrent_sessions: int = Field(default=1, ge=1, le=100)
     cooldown_s: float = Field(default=10.0, ge=0, le=7 * 86_400)
-    skip_idle_wakeups: bool | None = None
+    skip_idle_wakeups: StrictBool | None = None
     executor: Name | None = None
     reports_to: EntityId | None = None
     permission_policy: dict[str, Any] | None = None
@@ -239,8 +239,11 @@ class AgentPatch(InputModel):
     """``PATCH /api/v1/agents/{id}`` (pause: ``{"status": "paused"}``, resume: ``"idle"``).
 
     ``null`` clears ``executor``, ``reports_to`` and ``permission_policy`` and resets
-    ``skip_idle_wakeups`` to the role's default. A status change goes through the same
-    rules as ``POST /agents/{id}/pause|resume|stop``.
+    ``skip_idle_wakeups`` to the role's default (so does a ``role`` change that does not
+    set it). A status change goes through the same rules as
+    ``POST /agents/{id}/pause|resume|stop``; ``working``/``pending_approval`` are 422.
+    ``executor`` must name an executor of the workspace. ``skip_idle_wakeups`` takes JSON
+    booleans only.
     """
 
     name: Name | None = None
@@ -249,7 +252,7 @@ class AgentPatch(InputModel):
     instructions: Text | None = None
     max_concurrent_sessions: int | None = Field(default=None, ge=1, le=100)
     cooldown_s: float | None = Field(default=None, ge=0, le=7 * 86_400)
-    skip_idle_wakeups: bool | None = None
+    skip_idle_wakeups: StrictBool | None = None
     executor: Name | None = None
     reports_to: EntityId | None = None
     permission_policy: dict[str, Any] | None = None

@@ -290,13 +290,9 @@ class BudgetService:
             period = policy.period.key(now)
             pct = policy.percent_of(spent)
             facts: dict[str, Any] = {"period": period, "pct": pct, "spent": spent, "run_id": run_id}
-            if policy.alert_reached(spent) and await asyncio.to_thread(
-                store.mark_alerted, policy.id, period
-            ):
+            if policy.alert_reached(spent):
                 await self.notifier.alert(policy, agent, **facts)
-            if policy.exceeded(spent) and await asyncio.to_thread(
-                store.mark_exceeded, policy.id, period
-            ):
+            if policy.exceeded(spent):
                 await self.notifier.exceeded(policy, agent, **facts)
 
     async def check_before_launch(
@@ -323,9 +319,8 @@ class BudgetService:
             period = policy.period.key(now)
             pct = policy.percent_of(spent)
             facts: dict[str, Any] = {"period": period, "pct": pct, "spent": spent}
-            if await asyncio.to_thread(store.mark_exceeded, policy.id, period):
-                await self.notifier.exceeded(policy, agent, run_id=run_id, **facts)
-            elif policy.action_on_exceed is BudgetAction.PAUSE_AGENT:
+            fired = await self.notifier.exceeded(policy, agent, run_id=run_id, **facts)
+            if not fired and policy.action_on_exceed is BudgetAction.PAUSE_AGENT:
                 # The action fired for another agent's run: pause this one too.
                 await self.notifier.pause(policy, agent, run_id=run_id, **facts)
             if policy.action_on_exceed.blocks:
@@ -333,6 +328,14 @@ class BudgetService:
                     policy=policy, period=period, budget_pct=pct, spent_subcents=spent
                 )
         return None
+
+    async def redrive(self, now: datetime) -> int:
+        """Queue the coordinator ``budget_alert`` wakes a crash lost (this period's alerts).
+
+        Returns:
+            How many wakes were queued (see :meth:`BudgetNotifier.redrive`).
+        """
+        return await self.notifier.redrive(now)
 
     async def blocking_policy(self, agent_id: str) -> BudgetPolicy | None:
         """The policy that keeps ``agent_id`` from being resumed, if any.
@@ -379,8 +382,10 @@ def _report_window(
         return None, None, BudgetPeriod.LIFETIME.value
     try:
         start = datetime.strptime(f"{period}-01", "%Y-%m-%d").replace(tzinfo=UTC)
-    except (TypeError, ValueError):
+        until = next_month_start(start)
+    except (TypeError, ValueError, OverflowError):
         raise InvalidInputError(
-            "period must be monthly, lifetime or a month YYYY-MM", field="period"
+            "period must be monthly, lifetime or a month YYYY-MM (years 1 to 9998)",
+            field="period",
         ) from None
-    return start, next_month_start(start), BudgetPeriod.MONTHLY.key(start)
+    return start, until, BudgetPeriod.MONTHLY.key(start)

@@ -31,6 +31,7 @@ from office_scheduler.domain.models import Approval, Task, WakeRequest
 from office_scheduler.domain.status import ApprovalKind, AuthorKind, TaskState, WakeSource
 from office_scheduler.events.bus import EventBus
 from office_scheduler.intake.service import Intake
+from office_scheduler.store.approvals import RESOLVED_KEY_PREFIX
 from office_scheduler.store.facade import Store
 
 log = structlog.get_logger(__name__)
@@ -162,7 +163,7 @@ class OfficeSubscribers:
                     "status": approval.status.value,
                     "decision_note": approval.decision_note,
                 },
-                idempotency_key=f"approval_resolved:{approval.id}",
+                idempotency_key=f"{RESOLVED_KEY_PREFIX}{approval.id}",
             )
         )
 

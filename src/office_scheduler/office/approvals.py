@@ -11,12 +11,17 @@ Two kinds share one lifecycle (``pending`` → ``approved`` | ``rejected``, deci
   ``comment`` wake carrying the rejection. The task move is the wake path for this kind.
 
 Every pending approval has an inbox item (``approval.requested`` or ``task.review``) that
-the decision resolves. Each write commits first, then its events are published.
+the decision resolves. A decision commits in one transaction with its inbox resolution,
+activity entry and (``task_review``) task move and rejection comment; its events are
+published afterwards. The ``approval_resolved`` wake (key ``approval_resolved:<id>``) is
+re-driven by :func:`redrive_wakes` should the process die between the two.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import structlog
@@ -27,23 +32,26 @@ from office_scheduler.domain.events import (
     ApprovalRequested,
     ApprovalResolved,
     CommentAdded,
+    Event,
     TaskMoved,
 )
 from office_scheduler.domain.models import Approval, Task
 from office_scheduler.domain.status import (
     ApprovalKind,
     ApprovalStatus,
-    AuthorKind,
     InboxKind,
     TaskState,
 )
 from office_scheduler.events.bus import EventBus
+from office_scheduler.store.approvals import REDRIVE_WINDOW
 from office_scheduler.store.facade import Store
 
 if TYPE_CHECKING:
     from office_scheduler.office.service import OfficeService
 
 log = structlog.get_logger(__name__)
+
+Publish = Callable[[Event], Awaitable[None]]
 
 _INBOX_KIND = {
     ApprovalKind.GENERIC: InboxKind.APPROVAL_REQUESTED,
@@ -150,7 +158,7 @@ class ApprovalService:
         bus.subscribe(self.on_task_moved, TaskMoved)
 
     async def on_task_moved(self, event: TaskMoved) -> None:
-        """Close the pending review of a task someone moved out of ``IN_REVIEW`` by hand.
+        """Close the pending review of a task a person moved out of ``IN_REVIEW`` by hand.
 
         A move to ``DONE`` settles it as approved, any other move as rejected, decided by
         whoever moved the task; the task itself is not moved again. Decisions made through
@@ -158,6 +166,8 @@ class ApprovalService:
         they find nothing pending here.
         """
         before, after = event.before, event.after
+        if event.actor_agent_id is not None:
+            return  # agents never settle a review (their moves out of review are refused)
         if before.state is not TaskState.IN_REVIEW or after.state is TaskState.IN_REVIEW:
             return
         pending = await asyncio.to_thread(self._store.approvals.pending_task_reviews, after.id)
@@ -202,6 +212,10 @@ class ApprovalService:
             ApprovalRequested(approval=approval, actor_agent_id=approval.requested_by_agent_id)
         )
 
+    async def redrive(self, now: datetime) -> int:
+        """Re-deliver the ``approval_resolved`` wakes a crash lost (see :func:`redrive_wakes`)."""
+        return await redrive_wakes(self._store, self._bus.publish, now)
+
     async def _decide(
         self,
         approval_id: str,
@@ -211,58 +225,56 @@ class ApprovalService:
         *,
         land: bool = True,
     ) -> Approval:
-        now = self._clock.now()
-        approval = await asyncio.to_thread(
+        decision = await asyncio.to_thread(
             self._store.approvals.resolve,
             approval_id,
             status=status,
             decided_by=decided_by,
             decision_note=note,
-            now=now,
+            now=self._clock.now(),
+            land=land,
         )
-        await asyncio.to_thread(
-            self._store.runlog.add_activity,
-            workspace_id=approval.workspace_id,
-            kind=f"approval_{status.value}",
-            message=f"approval {status.value}: {approval.title}",
-            now=now,
-            agent_id=approval.requested_by_agent_id,
-            task_id=approval.task_id,
-            data={"approval_id": approval.id, "decided_by": decided_by, "note": note or ""},
-            actor=decided_by if decided_by.startswith(("agent:", "system")) else "user",
-        )
+        approval = decision.approval
         log.info("approval_resolved", approval_id=approval.id, status=status.value)
-        if land and approval.kind is ApprovalKind.TASK_REVIEW and approval.task_id is not None:
-            await self._land_review(approval)
+        if decision.before is not None and decision.after is not None:
+            # The move's ``comment`` wake (key ``comment:<id>``) carries a rejection; the
+            # comment event below then finds its key taken and wakes nobody a second time.
+            comment_id = None if decision.comment is None else decision.comment.id
+            await self._office.announce(
+                decision.before,
+                decision.after,
+                by=decided_by,
+                note=note or "",
+                comment_id=comment_id,
+            )
+            if decision.comment is not None:
+                await self._bus.publish(CommentAdded(comment=decision.comment, task=decision.after))
         await self._bus.publish(ApprovalResolved(approval=approval))
         return approval
 
-    async def _land_review(self, approval: Approval) -> None:
-        """Apply a ``task_review`` decision to its task (only while the task is in review)."""
-        assert approval.task_id is not None
-        office = self._store.office
-        task = await asyncio.to_thread(office.find_task, approval.task_id)
-        if task is None:
-            return
-        by = approval.decided_by or "user"
-        note = approval.decision_note or ""
-        if approval.status is ApprovalStatus.APPROVED:
-            if task.state is TaskState.IN_REVIEW:
-                await self._office.move_task(task.id, TaskState.DONE, by=by, note=note)
-            return
-        body = f"Changes requested by {by}: {note}" if note else f"Changes requested by {by}."
-        comment = await asyncio.to_thread(
-            office.add_comment,
-            task_id=task.id,
-            body=body,
-            author_kind=AuthorKind.USER,
-            author_agent_id=None,
-            now=self._clock.now(),
-        )
-        if task.state is TaskState.IN_REVIEW:
-            # The move's ``comment`` wake (key ``comment:<id>``) carries the rejection; the
-            # comment event below then finds its key taken and wakes nobody a second time.
-            task = await self._office.move_task(
-                task.id, TaskState.IN_PROGRESS, by=by, note=note, comment_id=comment.id
-            )
-        await self._bus.publish(CommentAdded(comment=comment, task=task))
+
+async def redrive_wakes(store: Store, publish: Publish, now: datetime) -> int:
+    """Publish :class:`ApprovalResolved` again for decisions whose wake never got queued.
+
+    A crash between a decision's commit and its ``approval_resolved`` wake would leave the
+    requesting agent waiting forever (deciding again answers 409). This finds the decided
+    ``generic`` approvals of the last :data:`REDRIVE_WINDOW` whose requester has no wakeup
+    request keyed ``approval_resolved:<approval_id>`` and publishes the event again; the
+    subscriber's key makes a late original and the re-drive one wake. Called by
+    ``Service.start`` and every maintenance pass.
+
+    Args:
+        store: the database.
+        publish: the event bus's ``publish``.
+        now: the current instant (UTC).
+
+    Returns:
+        How many decisions were re-driven.
+    """
+    lost = await asyncio.to_thread(
+        store.approvals.undelivered_decisions, since=now - REDRIVE_WINDOW
+    )
+    for approval in lost:
+        log.warning("approval_wake_redriven", approval_id=approval.id)
+        await publish(ApprovalResolved(approval=approval))
+    return len(lost)

@@ -13,6 +13,7 @@ from typing import Any
 import structlog
 
 from office_scheduler.clock import Clock
+from office_scheduler.domain.errors import ForbiddenError
 from office_scheduler.domain.events import (
     CommentAdded,
     RunEnded,
@@ -34,6 +35,10 @@ log = structlog.get_logger(__name__)
 def actor_name(actor_agent_id: str | None) -> str:
     """How a change's author is named in events and the activity log (``agent:<id>``/``user``)."""
     return "user" if actor_agent_id is None else f"agent:{actor_agent_id}"
+
+
+#: Task fields that set up the review gate; agents may not change them.
+REVIEW_SETTINGS = ("requires_approval", "reviewers", "approvers")
 
 
 def _marks_done(changes: Mapping[str, Any]) -> bool:
@@ -109,21 +114,26 @@ class OfficeService:
         assignee's scheduled retries of the task at once (reason ``retry_stale_assignee``)
         and clears its leftover checkout of the task.
 
-        The approval gate (specification "Subtask sequencing via blockers"): when the
-        assignee itself (``actor_agent_id``) marks a ``requires_approval`` task ``DONE``, the
-        task goes to ``IN_REVIEW`` instead, with a pending ``task_review`` approval and a
-        ``task.review`` inbox item; a person's approval later moves it to ``DONE``.
+        The approval gate (specification "Subtask sequencing via blockers"; issue 4): agents
+        never settle a review, only people do. When any agent (``actor_agent_id``, its
+        assignee or not) marks a ``requires_approval`` task ``DONE``, the task goes to
+        ``IN_REVIEW`` instead, with a pending ``task_review`` approval and a ``task.review``
+        inbox item; a person's approval later moves it to ``DONE``. An agent may not change
+        ``requires_approval``, ``reviewers`` or ``approvers``, nor change the state of a task
+        whose review is pending (no leaving ``IN_REVIEW``, no cancelling).
 
         Raises:
             NotFoundError: no such task, or a referenced agent/project is missing.
             InvalidInputError: an unknown or invalid field (``field`` names it).
+            ForbiddenError: an agent broke one of the review rules above (403; ``field``
+                names the key).
         """
-        if actor_agent_id is not None and _marks_done(changes):
-            current = await asyncio.to_thread(self._store.office.get_task, task_id)
+        if actor_agent_id is not None:
+            current = await self._check_agent_change(task_id, changes)
             if (
-                current.requires_approval
-                and current.assignee_agent_id == actor_agent_id
-                and not current.state.is_terminal
+                _marks_done(changes)
+                and current.requires_approval
+                and current.state is not TaskState.DONE
             ):
                 rest = {key: value for key, value in changes.items() if key != "state"}
                 if rest:
@@ -138,6 +148,33 @@ class OfficeService:
             await self._cancel_retries_of(task_id, before.assignee_agent_id)
         await self.announce(before, after, actor_agent_id=actor_agent_id)
         return after
+
+    async def _check_agent_change(self, task_id: str, changes: Mapping[str, Any]) -> Task:
+        """Refuse the changes an agent may not make to a task (see :meth:`update_task`).
+
+        Returns:
+            The task as it is now.
+
+        Raises:
+            NotFoundError: no such task.
+            ForbiddenError: a review setting, or a state change under a pending review.
+        """
+        for key in REVIEW_SETTINGS:
+            if key in changes:
+                raise ForbiddenError(
+                    f"agents may not change {key}; only people set up reviews", field=key
+                )
+        current = await asyncio.to_thread(self._store.office.get_task, task_id)
+        gated = _marks_done(changes) and current.requires_approval
+        if "state" in changes and changes["state"] != current.state.value and not gated:
+            pending = await asyncio.to_thread(self._store.approvals.pending_task_reviews, task_id)
+            if pending:
+                raise ForbiddenError(
+                    f"task {task_id} has a pending review ({pending[0].id}); only a person "
+                    "can approve, reject or move it",
+                    field="state",
+                )
+        return current
 
     async def move_task(
         self,

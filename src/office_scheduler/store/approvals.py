@@ -6,27 +6,65 @@ once (``approved`` or ``rejected``); resolving it also resolves its open inbox i
 
 from __future__ import annotations
 
-from datetime import datetime
+import builtins
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import ConflictError, InvalidInputError, NotFoundError
-from office_scheduler.domain.models import Approval, Task
-from office_scheduler.domain.status import ApprovalKind, ApprovalStatus, InboxStatus, TaskState
+from office_scheduler.domain.models import Approval, Comment, Task
+from office_scheduler.domain.status import (
+    ApprovalKind,
+    ApprovalStatus,
+    AuthorKind,
+    InboxStatus,
+    TaskState,
+)
+from office_scheduler.store.activity import USER_ACTOR, activity_values, insert_activity
 from office_scheduler.store.engine import Database
 from office_scheduler.store.ids import new_id
-from office_scheduler.store.office_common import get_task_in, require_in_workspace, workspace_row
+from office_scheduler.store.office_common import (
+    find_task_in,
+    get_task_in,
+    require_in_workspace,
+    workspace_row,
+)
+from office_scheduler.store.office_links import insert_comment
 from office_scheduler.store.pagination import Page, check_limit, decode_cursor, make_page
 from office_scheduler.store.rows import approval_from_row
-from office_scheduler.store.schema import agents, approvals, inbox_items, tasks
+from office_scheduler.store.schema import agents, approvals, inbox_items, tasks, wakeup_requests
 from office_scheduler.store.sql import all_rows, first_row
 from office_scheduler.store.validation import clean_text, enum_value
+
+#: Idempotency-key prefix of the ``approval_resolved`` wake (``approval_resolved:<id>``).
+RESOLVED_KEY_PREFIX = "approval_resolved:"
+
+#: How far back the wake re-drive looks for decisions (by ``resolved_at``).
+REDRIVE_WINDOW = timedelta(hours=24)
 
 #: Longest approval title (the column's width).
 MAX_TITLE = 500
 
 DECISIONS = (ApprovalStatus.APPROVED, ApprovalStatus.REJECTED)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Decision:
+    """What one decision committed.
+
+    Attributes:
+        approval: the decided approval.
+        before: its ``task_review`` task before the decision landed (``None`` otherwise).
+        after: that task after it (equal to ``before`` when the task had left review).
+        comment: the rejection comment posted on the task, if any.
+    """
+
+    approval: Approval
+    before: Task | None = None
+    after: Task | None = None
+    comment: Comment | None = None
 
 
 def _approval_key(approval: Approval) -> tuple[datetime, str]:
@@ -229,14 +267,20 @@ class ApprovalStore:
         decided_by: str,
         now: datetime,
         decision_note: str | None = None,
-    ) -> Approval:
-        """Approve or reject a pending approval and resolve its open inbox items.
+        land: bool = True,
+    ) -> Decision:
+        """Decide a pending approval, with everything the decision changes, in one transaction.
 
         A compare-and-set on ``status = 'pending'``: of two concurrent decisions exactly one
-        wins.
+        wins. The same transaction resolves the approval's open inbox items, logs the
+        ``approval_<status>`` activity entry and, for a ``task_review`` approval with
+        ``land``, applies the decision to its task: approval moves it to ``DONE``, rejection
+        adds a user comment ``Changes requested by <who>: <note>`` and moves it back to
+        ``IN_PROGRESS``. The move is conditional on the task still being ``IN_REVIEW``, so
+        a person's concurrent move of the task is never overwritten.
 
         Returns:
-            The resolved approval.
+            The :class:`Decision` (the approval, its task before/after, the comment).
 
         Raises:
             InvalidInputError: ``status`` is not ``approved``/``rejected`` (field ``status``).
@@ -274,4 +318,76 @@ class ApprovalStore:
                 )
                 .values(status=InboxStatus.RESOLVED.value, resolved_at=now)
             )
-            return current
+            insert_activity(conn, _decision_activity(current, now))
+            if land and current.kind is ApprovalKind.TASK_REVIEW and current.task_id is not None:
+                return _land_review(conn, current, now)
+            return Decision(approval=current)
+
+    def undelivered_decisions(
+        self, *, since: datetime, limit: int = 100
+    ) -> builtins.list[Approval]:
+        """Decided ``generic`` approvals whose requester never got its ``approval_resolved`` wake.
+
+        Those resolved at or after ``since`` (UTC) with a requesting agent and no wakeup
+        request keyed ``approval_resolved:<approval_id>`` (the unique key's index answers
+        each check), oldest first, at most ``limit``. Used by the re-drive after a crash
+        between a decision's commit and its wake.
+        """
+        key = sa.literal(RESOLVED_KEY_PREFIX) + approvals.c.id
+        query = (
+            sa.select(approvals)
+            .where(
+                approvals.c.kind == ApprovalKind.GENERIC.value,
+                approvals.c.status.in_([d.value for d in DECISIONS]),
+                approvals.c.resolved_at >= since,
+                approvals.c.requested_by_agent_id.is_not(None),
+                ~sa.exists().where(wakeup_requests.c.idempotency_key == key),
+            )
+            .order_by(approvals.c.resolved_at, approvals.c.id)
+            .limit(limit)
+        )
+        with self._db.read() as conn:
+            return [approval_from_row(row) for row in all_rows(conn, query)]
+
+
+def _decision_activity(approval: Approval, now: datetime) -> dict[str, object]:
+    decided_by = approval.decided_by or "user"
+    return activity_values(
+        workspace_id=approval.workspace_id,
+        kind=f"approval_{approval.status.value}",
+        message=f"approval {approval.status.value}: {approval.title}",
+        now=now,
+        agent_id=approval.requested_by_agent_id,
+        task_id=approval.task_id,
+        data={
+            "approval_id": approval.id,
+            "decided_by": decided_by,
+            "note": approval.decision_note or "",
+        },
+        actor=decided_by if decided_by.startswith(("agent:", "system")) else USER_ACTOR,
+    )
+
+
+def _land_review(conn: Connection, approval: Approval, now: datetime) -> Decision:
+    """Apply a ``task_review`` decision to its task (see :meth:`ApprovalStore.resolve`)."""
+    assert approval.task_id is not None
+    before = find_task_in(conn, approval.task_id)
+    if before is None:
+        return Decision(approval=approval)
+    by = approval.decided_by or "user"
+    note = approval.decision_note or ""
+    comment = None
+    target = TaskState.DONE
+    if approval.status is ApprovalStatus.REJECTED:
+        target = TaskState.IN_PROGRESS
+        body = f"Changes requested by {by}: {note}" if note else f"Changes requested by {by}."
+        comment = insert_comment(
+            conn, before, body=body, author_kind=AuthorKind.USER, author_agent_id=None, now=now
+        )
+    conn.execute(
+        sa.update(tasks)
+        .where(tasks.c.id == before.id, tasks.c.state == TaskState.IN_REVIEW.value)
+        .values(state=target.value, updated_at=now)
+    )
+    after = get_task_in(conn, before.id)
+    return Decision(approval=approval, before=before, after=after, comment=comment)

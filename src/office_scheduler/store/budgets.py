@@ -14,7 +14,6 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.budgets import (
-    PAUSED_FOR_BUDGET,
     SCOPE_ORDER,
     SUBCENTS_PER_CENT,
     BudgetAction,
@@ -24,19 +23,12 @@ from office_scheduler.domain.budgets import (
 )
 from office_scheduler.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from office_scheduler.domain.models import Run
-from office_scheduler.domain.status import (
-    CLAIMABLE_AGENT_STATUSES,
-    AgentStatus,
-    RunReason,
-    RunStatus,
-)
+from office_scheduler.store.budget_marks import MarkMethods, mark_in, pause_in
 from office_scheduler.store.budget_spend import SpendQueries
 from office_scheduler.store.engine import Database
 from office_scheduler.store.ids import new_id
 from office_scheduler.store.office_common import workspace_row
-from office_scheduler.store.queue_common import lock_agent
-from office_scheduler.store.rows import run_from_row
-from office_scheduler.store.schema import agents, budget_policies, projects, runs
+from office_scheduler.store.schema import agents, budget_policies, projects
 from office_scheduler.store.sql import Row, all_rows, first_row, unique_conflict
 from office_scheduler.store.validation import enum_value
 
@@ -146,7 +138,7 @@ def budget_blocked_clause(
     )
 
 
-class BudgetStore(SpendQueries):
+class BudgetStore(SpendQueries, MarkMethods):
     """Budget policies, cost events and spend sums."""
 
     def __init__(self, db: Database) -> None:
@@ -311,15 +303,7 @@ class BudgetStore(SpendQueries):
 
     def _mark(self, column: sa.Column[Any], policy_id: str, period: str) -> bool:
         with self._db.write() as conn:
-            result = conn.execute(
-                sa.update(budget_policies)
-                .where(
-                    budget_policies.c.id == policy_id,
-                    sa.or_(column.is_(None), column != period),
-                )
-                .values({column.name: period})
-            )
-            return result.rowcount == 1
+            return mark_in(conn, column, policy_id, period)
 
     def clear_marks(
         self, policy_id: str, *, alerted: bool, exceeded: bool, now: datetime
@@ -355,29 +339,8 @@ class BudgetStore(SpendQueries):
             NotFoundError: no such agent.
         """
         with self._db.write() as conn:
-            row = lock_agent(conn, agent_id)
-            if row["status"] not in [status.value for status in CLAIMABLE_AGENT_STATUSES]:
-                return False, []
-            conn.execute(
-                sa.update(agents)
-                .where(agents.c.id == agent_id)
-                .values(
-                    status=AgentStatus.PAUSED.value, paused_reason=PAUSED_FOR_BUDGET, updated_at=now
-                )
-            )
-            ended = conn.execute(
-                sa.update(runs)
-                .where(runs.c.agent_id == agent_id, runs.c.status == RunStatus.QUEUED.value)
-                .values(
-                    status=RunStatus.FINISHED.value,
-                    reason=RunReason.BUDGET_EXCEEDED.value,
-                    finished_at=now,
-                )
-                .returning(*runs.c)
-            )
-            return True, sorted(
-                (run_from_row(r) for r in ended.mappings().all()), key=lambda run: run.id
-            )
+            outcome = pause_in(conn, agent_id, now)
+            return outcome.paused, outcome.ended
 
     def agents_of(self, agent_ids: Sequence[str]) -> dict[str, str]:
         """Names of the given agents by id (unknown ids are left out)."""

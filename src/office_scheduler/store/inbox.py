@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import ConflictError, NotFoundError
 from office_scheduler.domain.models import InboxItem
@@ -23,6 +24,55 @@ from office_scheduler.store.rows import inbox_from_row
 from office_scheduler.store.schema import inbox_items
 from office_scheduler.store.sql import all_rows, first_row, insert, missing_reference
 from office_scheduler.store.validation import clean_text, enum_value
+
+
+def inbox_values(
+    *,
+    workspace_id: str,
+    kind: InboxKind,
+    title: str,
+    now: datetime,
+    body: str = "",
+    data: Mapping[str, Any] | None = None,
+    agent_id: str | None = None,
+    task_id: str | None = None,
+    approval_id: str | None = None,
+    dedupe_key: str | None = None,
+) -> dict[str, Any]:
+    """The validated column values of one open inbox item (see ``add_inbox_item``).
+
+    Raises:
+        InvalidInputError: an unknown ``kind`` or a blank ``title``.
+    """
+    return {
+        "workspace_id": workspace_id,
+        "kind": enum_value(InboxKind, kind, field="kind").value,
+        "status": InboxStatus.OPEN.value,
+        "title": clean_text(title, field="title"),
+        "body": body,
+        "data": dict(data or {}),
+        "created_at": now,
+        "agent_id": agent_id,
+        "task_id": task_id,
+        "approval_id": approval_id,
+        "dedupe_key": dedupe_key,
+    }
+
+
+def insert_inbox_item(conn: Connection, values: Mapping[str, Any]) -> InboxItem:
+    """Add an inbox item (made by :func:`inbox_values`) inside the caller's transaction.
+
+    An item whose ``dedupe_key`` exists already is not added; the existing one is returned.
+    """
+    stmt = insert(conn)(inbox_items).values(**values)
+    dedupe_key = values.get("dedupe_key")
+    if dedupe_key is not None:
+        stmt = stmt.on_conflict_do_nothing(index_elements=["dedupe_key"])
+    row = first_row(conn, stmt.returning(inbox_items))
+    if row is None:
+        row = first_row(conn, sa.select(inbox_items).where(inbox_items.c.dedupe_key == dedupe_key))
+    assert row is not None
+    return inbox_from_row(row)
 
 
 def _inbox_key(item: InboxItem) -> tuple[datetime, int]:
@@ -60,31 +110,21 @@ class InboxMethods:
             InvalidInputError: an unknown ``kind`` or a blank ``title``.
             NotFoundError: no such workspace (field ``workspace_id``).
         """
-        values = {
-            "workspace_id": workspace_id,
-            "kind": enum_value(InboxKind, kind, field="kind").value,
-            "status": InboxStatus.OPEN.value,
-            "title": clean_text(title, field="title"),
-            "body": body,
-            "data": dict(data or {}),
-            "created_at": now,
-            "agent_id": agent_id,
-            "task_id": task_id,
-            "approval_id": approval_id,
-            "dedupe_key": dedupe_key,
-        }
+        values = inbox_values(
+            workspace_id=workspace_id,
+            kind=kind,
+            title=title,
+            now=now,
+            body=body,
+            data=data,
+            agent_id=agent_id,
+            task_id=task_id,
+            approval_id=approval_id,
+            dedupe_key=dedupe_key,
+        )
         message = f"workspace {workspace_id} not found"
         with missing_reference(field="workspace_id", message=message), self._db.write() as conn:
-            stmt = insert(conn)(inbox_items).values(**values)
-            if dedupe_key is not None:
-                stmt = stmt.on_conflict_do_nothing(index_elements=["dedupe_key"])
-            row = first_row(conn, stmt.returning(inbox_items))
-            if row is None:
-                row = first_row(
-                    conn, sa.select(inbox_items).where(inbox_items.c.dedupe_key == dedupe_key)
-                )
-            assert row is not None
-            return inbox_from_row(row)
+            return insert_inbox_item(conn, values)
 
     def get_inbox_item(self, item_id: int) -> InboxItem:
         """Return inbox item ``item_id``.

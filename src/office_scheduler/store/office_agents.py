@@ -55,10 +55,15 @@ def _status(value: object) -> AgentStatus:
     return enum_value(AgentStatus, value, field="status")
 
 
+#: Most sessions one agent may run at once (the API, CLI and config files share the range).
+MAX_SESSIONS = 100
+
+
 def _max_sessions(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SESSIONS:
         raise InvalidInputError(
-            "max_concurrent_sessions must be an integer >= 1", field="max_concurrent_sessions"
+            f"max_concurrent_sessions must be an integer in 1..{MAX_SESSIONS}",
+            field="max_concurrent_sessions",
         )
     return value
 
@@ -226,35 +231,11 @@ class AgentMethods:
                 the agent itself, outside its workspace or closes a cycle.
             ConflictError: another agent of the workspace has the new name (field ``name``).
         """
-        unknown = sorted(set(changes) - _AGENT_CHANGES)
-        if unknown:
-            raise InvalidInputError(f"unknown agent field {unknown[0]!r}", field=unknown[0])
-        values = _changed_values(changes)
+        values = _checked_changes(changes)
         message = _conflict_message(str(values.get("name", "")))
         with unique_conflict(field="name", message=message), self._db.write() as conn:
             row = _agent_row(conn, agent_id)
-            if "name" in values and _name_taken(
-                conn, row["workspace_id"], values["name"], other_than=agent_id
-            ):
-                raise ConflictError(message, field="name")
-            if "reports_to" in changes:
-                values["reports_to"] = check_reports_to(
-                    conn,
-                    agent_id=agent_id,
-                    workspace_id=row["workspace_id"],
-                    reports_to=changes["reports_to"],
-                )
-            if "skip_idle_wakeups" in changes and changes["skip_idle_wakeups"] is None:
-                role = AgentRole(str(values.get("role", row["role"])))
-                values["skip_idle_wakeups"] = role.default_skip_idle_wakeups
-            if "cooldown_s" in values:
-                finished = row["last_wakeup_finished_at"]
-                values["cooldown_until"] = (
-                    None if finished is None else finished + timedelta(seconds=values["cooldown_s"])
-                )
-            conn.execute(
-                sa.update(agents).where(agents.c.id == agent_id).values(updated_at=now, **values)
-            )
+            _apply_changes(conn, row, changes, values, now=now)
             return agent_from_row(_agent_row(conn, agent_id))
 
     def change_agent_status(
@@ -264,8 +245,12 @@ class AgentMethods:
         *,
         now: datetime,
         paused_reason: str | None = None,
+        settings: dict[str, object] | None = None,
     ) -> tuple[Agent, list[Run]]:
         """Pause, resume or stop an agent (one transaction, the agent row locked).
+
+        ``settings`` (the keys of :meth:`update_agent` but ``status`` and
+        ``paused_reason``) are applied in the same transaction, before the status change.
 
         * ``paused``: ``paused_reason`` is set (default ``manual``; an agent already paused
           keeps its reason, so a budget pause is not turned into a manual one); queued runs
@@ -290,8 +275,16 @@ class AgentMethods:
                 "status must be paused, idle (resume) or stopped", field="status"
             )
         given = _paused_reason(paused_reason)
-        with self._db.write() as conn:
+        settings = dict(settings or {})
+        for key in ("status", "paused_reason"):
+            if key in settings:
+                raise InvalidInputError(f"{key} is set by the status change", field=key)
+        values = _checked_changes(settings)
+        message = _conflict_message(str(values.get("name", "")))
+        with unique_conflict(field="name", message=message), self._db.write() as conn:
             row = lock_agent(conn, agent_id)
+            if settings:
+                _apply_changes(conn, row, settings, values, now=now)
             kept = row["paused_reason"]
             reason: str | None = None
             if wanted is AgentStatus.PAUSED:
@@ -308,6 +301,51 @@ class AgentMethods:
                 end_pending_runs(conn, agent_id, now=now) if wanted is AgentStatus.STOPPED else []
             )
             return agent_from_row(_agent_row(conn, agent_id)), ended
+
+
+def _checked_changes(changes: dict[str, object]) -> dict[str, Any]:
+    """Refuse unknown keys, then validate what needs no database (:func:`_changed_values`)."""
+    unknown = sorted(set(changes) - _AGENT_CHANGES)
+    if unknown:
+        raise InvalidInputError(f"unknown agent field {unknown[0]!r}", field=unknown[0])
+    return _changed_values(changes)
+
+
+def _apply_changes(
+    conn: Connection,
+    row: Row,
+    changes: dict[str, object],
+    values: dict[str, Any],
+    *,
+    now: datetime,
+) -> None:
+    """Write checked agent ``values`` (from ``changes``) inside the caller's transaction.
+
+    Raises:
+        ConflictError: the new name is taken in the workspace (field ``name``).
+        InvalidInputError: a bad ``reports_to``.
+    """
+    agent_id = row["id"]
+    if "name" in values and _name_taken(
+        conn, row["workspace_id"], values["name"], other_than=agent_id
+    ):
+        raise ConflictError(_conflict_message(values["name"]), field="name")
+    if "reports_to" in changes:
+        values["reports_to"] = check_reports_to(
+            conn,
+            agent_id=agent_id,
+            workspace_id=row["workspace_id"],
+            reports_to=changes["reports_to"],
+        )
+    if "skip_idle_wakeups" in changes and changes["skip_idle_wakeups"] is None:
+        role = AgentRole(str(values.get("role", row["role"])))
+        values["skip_idle_wakeups"] = role.default_skip_idle_wakeups
+    if "cooldown_s" in values:
+        finished = row["last_wakeup_finished_at"]
+        values["cooldown_until"] = (
+            None if finished is None else finished + timedelta(seconds=values["cooldown_s"])
+        )
+    conn.execute(sa.update(agents).where(agents.c.id == agent_id).values(updated_at=now, **values))
 
 
 def _changed_values(changes: dict[str, object]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -48,6 +49,50 @@ def _comment_row_or_raise(conn: Connection, comment_id: str) -> Comment:
     return comment_from_row(row)
 
 
+def insert_comment(
+    conn: Connection,
+    task: Task,
+    *,
+    body: str,
+    author_kind: AuthorKind,
+    author_agent_id: str | None,
+    now: datetime,
+    channel: str | None = None,
+    external_author: str | None = None,
+) -> Comment:
+    """Add a comment to ``task`` inside the caller's transaction (inputs already checked)."""
+    comment_id = new_id()
+    conn.execute(
+        sa.insert(comments).values(
+            id=comment_id,
+            task_id=task.id,
+            workspace_id=task.workspace_id,
+            author_kind=author_kind.value,
+            author_agent_id=author_agent_id,
+            body=body,
+            created_at=now,
+            channel=channel,
+            external_author=external_author,
+        )
+    )
+    return _comment_row_or_raise(conn, comment_id)
+
+
+def lock_workspace_links(conn: Connection, workspace_id: str) -> None:
+    """Serialize blocker changes of one workspace until the transaction ends.
+
+    PostgreSQL runs at READ COMMITTED, so two concurrent ``add_blocker(x, y)`` and
+    ``add_blocker(y, x)`` would both pass the cycle check; a transaction-scoped advisory
+    lock per workspace makes the second wait and then see the first's link. SQLite
+    serializes writers already, so nothing is needed there.
+    """
+    if conn.dialect.name != "postgresql":
+        return
+    digest = hashlib.sha256(f"task_blockers:{workspace_id}".encode()).digest()
+    key = int.from_bytes(digest[:8], "big", signed=True)
+    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+
+
 class LinkMethods:
     """Blocker, subtask and comment methods of the office store."""
 
@@ -63,7 +108,9 @@ class LinkMethods:
             NotFoundError: no such task (``task_id``), or the blocker is missing or in another
                 workspace (``blocker_task_id``).
             InvalidInputError: the task would block itself, directly or through a cycle
-                (field ``blocker_task_id``).
+                (field ``blocker_task_id``). The check runs under a per-workspace lock
+                (:func:`lock_workspace_links`), so of two concurrent links that would close
+                a cycle exactly one is stored.
         """
         if task_id == blocker_task_id:
             raise InvalidInputError("a task cannot block itself", field="blocker_task_id")
@@ -76,6 +123,8 @@ class LinkMethods:
                 workspace_id=task.workspace_id,
                 field="blocker_task_id",
             )
+            lock_workspace_links(conn, task.workspace_id)
+            task = get_task_in(conn, task_id)
             if blocker_task_id in task.blocked_by:
                 return task
             if _blocks_transitively(conn, blocker_task_id, task_id):
@@ -193,7 +242,6 @@ class LinkMethods:
                 "agent comments name their author agent; user comments name none",
                 field="author_agent_id",
             )
-        comment_id = new_id()
         with self._db.write() as conn:
             task = get_task_in(conn, task_id)
             if author_agent_id is not None:
@@ -204,20 +252,16 @@ class LinkMethods:
                     workspace_id=task.workspace_id,
                     field="author_agent_id",
                 )
-            conn.execute(
-                sa.insert(comments).values(
-                    id=comment_id,
-                    task_id=task_id,
-                    workspace_id=task.workspace_id,
-                    author_kind=kind.value,
-                    author_agent_id=author_agent_id,
-                    body=body,
-                    created_at=now,
-                    channel=channel,
-                    external_author=external_author,
-                )
+            return insert_comment(
+                conn,
+                task,
+                body=body,
+                author_kind=kind,
+                author_agent_id=author_agent_id,
+                now=now,
+                channel=channel,
+                external_author=external_author,
             )
-            return _comment_row_or_raise(conn, comment_id)
 
     def get_comment(self, comment_id: str) -> Comment:
         """Return the comment ``comment_id``.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from fastapi import APIRouter
 
@@ -24,16 +25,12 @@ from office_scheduler.api.routes.common import ERRORS
 from office_scheduler.api.schemas import AgentCreate, AgentPatch, WakeIn
 from office_scheduler.api.views import AgentOut, IntakeOut, ListOut
 from office_scheduler.auth import Principal
-from office_scheduler.domain.errors import ForbiddenError
+from office_scheduler.domain.errors import ForbiddenError, InvalidInputError
 from office_scheduler.domain.models import Agent
 from office_scheduler.domain.status import AgentStatus, WakeSource
 from office_scheduler.service import Service
 
 router = APIRouter(tags=["agents"], responses=ERRORS)
-
-
-#: How a PATCH status or the pause/resume/stop routes reach :class:`AgentControl`.
-_CONTROLLED = frozenset({AgentStatus.PAUSED, AgentStatus.IDLE, AgentStatus.STOPPED})
 
 
 def _budget_check(service: Service) -> BudgetCheck:
@@ -42,20 +39,50 @@ def _budget_check(service: Service) -> BudgetCheck:
 
 
 async def _set_status(
-    service: Service, principal: Principal, agent_id: str, status: AgentStatus
+    service: Service,
+    principal: Principal,
+    agent_id: str,
+    status: AgentStatus,
+    settings: dict[str, object] | None = None,
 ) -> Agent:
+    """Pause, resume or stop through :class:`AgentControl` (``settings`` commit with it)."""
     actor = actor_of(principal)
     if status is AgentStatus.PAUSED:
-        return await service.agents.pause(agent_id, actor=actor)
+        return await service.agents.pause(agent_id, actor=actor, settings=settings)
     if status is AgentStatus.IDLE:
         return await service.agents.resume(
-            agent_id, actor=actor, budget_check=_budget_check(service)
+            agent_id, actor=actor, budget_check=_budget_check(service), settings=settings
         )
     if status is AgentStatus.STOPPED:
-        return await service.agents.stop(agent_id, actor=actor)
-    return await asyncio.to_thread(
-        service.store.office.update_agent, agent_id, now=service.clock.now(), status=status
+        return await service.agents.stop(agent_id, actor=actor, settings=settings)
+    raise InvalidInputError(
+        "status must be paused, idle (resume) or stopped; working and pending_approval "
+        "are set by the scheduler",
+        field="status",
     )
+
+
+async def _check_settings(service: Service, agent: Agent, changes: dict[str, Any]) -> None:
+    """Check the settings of a PATCH against the workspace, and apply the role default.
+
+    ``executor`` must name an executor of the workspace's settings (or be ``null``). A
+    ``role`` change without ``skip_idle_wakeups`` resets it to the new role's default.
+
+    Raises:
+        InvalidInputError: an unknown executor (field ``executor``).
+    """
+    executor = changes.get("executor")
+    if executor is not None:
+        workspace = await asyncio.to_thread(service.store.office.get_workspace, agent.workspace_id)
+        if executor not in workspace.settings.executors:
+            names = ", ".join(sorted(workspace.settings.executors)) or "none"
+            raise InvalidInputError(
+                f"executor {executor!r} is not defined in the workspace (defined: {names})",
+                field="executor",
+            )
+    role = changes.get("role")
+    if role is not None and role != agent.role and "skip_idle_wakeups" not in changes:
+        changes["skip_idle_wakeups"] = None
 
 
 @router.post("/workspaces/{workspace_id}/agents", status_code=201)
@@ -105,24 +132,27 @@ async def update_agent(
     """Change an agent's settings (admin only; a run token gets 403).
 
     A ``status`` of ``paused``, ``idle`` or ``stopped`` behaves exactly like
-    ``POST /agents/{id}/pause``, ``/resume`` and ``/stop``; the other fields are applied
-    first, in one transaction.
+    ``POST /agents/{id}/pause``, ``/resume`` and ``/stop`` (a resume answers 409 while a
+    budget policy blocks the agent); ``working`` and ``pending_approval`` are 422. All
+    checks run first: a refused PATCH changes nothing, and the other fields commit in the
+    same transaction as the status change.
     """
     require_admin(principal)
-    await load_agent(service, principal, agent_id)
+    current = await load_agent(service, principal, agent_id)
     changes = body.changes(nullable=AgentPatch.NULLABLE)
     if "cooldown_s" in changes:
         changes["cooldown"] = timedelta(seconds=changes.pop("cooldown_s"))
     status = changes.pop("status", None)
-    agent = None
-    if changes:
-        agent = await asyncio.to_thread(
-            service.store.office.update_agent, agent_id, now=service.clock.now(), **changes
-        )
+    await _check_settings(service, current, changes)
     if status is not None:
-        agent = await _set_status(service, principal, agent_id, AgentStatus(status))
-    if agent is None:
-        agent = await load_agent(service, principal, agent_id)
+        return AgentOut.of(
+            await _set_status(service, principal, agent_id, AgentStatus(status), changes)
+        )
+    if not changes:
+        return AgentOut.of(current)
+    agent = await asyncio.to_thread(
+        service.store.office.update_agent, agent_id, now=service.clock.now(), **changes
+    )
     return AgentOut.of(agent)
 
 
