@@ -188,3 +188,18 @@ def test_agents_never_settle_a_review_over_http(api: Api) -> None:
     (second,) = pending()
     api.ok("POST", f"/api/v1/approvals/{second['id']}/approve", json={})
     assert api.ok("GET", path)["state"] == "DONE"
+
+
+def test_an_agent_cannot_create_a_gated_task_already_done(api: Api) -> None:
+    """Regression: one POST with requires_approval and state DONE skipped the review."""
+    ws_id = api.workspace()["id"]
+    worker = api.agent(ws_id)
+    token, _run_id = api.run_token(ws_id, worker["id"])
+    body = {"title": "Spec", "requires_approval": True, "state": "DONE"}
+    refused = api.request("POST", f"/api/v1/workspaces/{ws_id}/tasks", token=token, json=body)
+    assert refused.status_code == 403
+    assert error_of(refused)["field"] == "state"
+    tasks = api.ok("GET", f"/api/v1/workspaces/{ws_id}/tasks")["items"]
+    assert tasks == []
+    made = api.ok("POST", f"/api/v1/workspaces/{ws_id}/tasks", status=201, json=body)
+    assert made["state"] == "DONE", "a person may record a task as already done"

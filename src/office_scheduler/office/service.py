@@ -83,7 +83,15 @@ class OfficeService:
             NotFoundError: a referenced workspace, project, parent, agent or blocker is
                 missing or belongs to another workspace (``field`` names it).
             InvalidInputError: e.g. an empty title.
+            ForbiddenError: an agent created a ``requires_approval`` task already ``DONE``
+                (only a person's review finishes such a task; field ``state``).
         """
+        if actor_agent_id is not None and requires_approval and state is TaskState.DONE:
+            raise ForbiddenError(
+                "agents cannot create a requires_approval task already DONE: create it open"
+                " and mark it done, which sends it to review",
+                field="state",
+            )
         task = await asyncio.to_thread(
             self._store.office.create_task,
             workspace_id=workspace_id,
