@@ -203,3 +203,26 @@ def test_an_agent_cannot_create_a_gated_task_already_done(api: Api) -> None:
     assert tasks == []
     made = api.ok("POST", f"/api/v1/workspaces/{ws_id}/tasks", status=201, json=body)
     assert made["state"] == "DONE", "a person may record a task as already done"
+
+
+def test_the_activity_names_who_asked_for_an_approval(api: Api) -> None:
+    """Regression: a person asking on an agent's behalf was logged as the agent."""
+    ws_id = api.workspace()["id"]
+    worker = api.agent(ws_id)
+    token, _run_id = api.run_token(ws_id, worker["id"])
+    path = f"/api/v1/workspaces/{ws_id}/approvals"
+    api.ok(
+        "POST",
+        path,
+        status=201,
+        json={"title": "By a person", "requested_by_agent_id": worker["id"]},
+    )
+    api.ok("POST", path, status=201, token=token, json={"title": "By the agent"})
+
+    entries = api.ok(
+        "GET", f"/api/v1/workspaces/{ws_id}/activity", params={"action": "approval_requested"}
+    )["items"]
+    assert sorted((e["message"], e["actor"]) for e in entries) == [
+        ("approval requested: By a person", "user"),
+        ("approval requested: By the agent", f"agent:{worker['id']}"),
+    ]

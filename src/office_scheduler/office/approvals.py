@@ -88,8 +88,12 @@ class ApprovalService:
         body: str = "",
         task_id: str | None = None,
         requested_by_agent_id: str | None = None,
+        actor: str | None = None,
     ) -> Approval:
         """Open a ``generic`` approval with its ``approval.requested`` inbox item.
+
+        ``actor`` is who asked (``user`` for a person asking on an agent's behalf,
+        ``agent:<id>``); by default the requesting agent, else ``user``.
 
         Raises:
             InvalidInputError: a blank title (field ``title``).
@@ -104,7 +108,7 @@ class ApprovalService:
             requested_by_agent_id=requested_by_agent_id,
             now=self._clock.now(),
         )
-        await self._opened(approval)
+        await self._opened(approval, actor=actor)
         return approval
 
     async def submit_task_review(self, task_id: str, *, agent_id: str) -> Task:
@@ -181,7 +185,7 @@ class ApprovalService:
             except ConflictError:
                 continue  # decided concurrently by a person: that decision stands
 
-    async def _opened(self, approval: Approval) -> None:
+    async def _opened(self, approval: Approval, *, actor: str | None = None) -> None:
         now = self._clock.now()
         await asyncio.to_thread(
             self._store.runlog.add_inbox_item,
@@ -205,7 +209,7 @@ class ApprovalService:
             agent_id=approval.requested_by_agent_id,
             task_id=approval.task_id,
             data={"approval_id": approval.id, "kind": approval.kind.value},
-            actor=_requester(approval),
+            actor=actor or _requester(approval),
         )
         log.info("approval_requested", approval_id=approval.id, kind=approval.kind.value)
         await self._bus.publish(

@@ -13,7 +13,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from office_scheduler.api.deps import PrincipalDep, ServiceDep, check_workspace, load_workspace
+from office_scheduler.api.deps import (
+    PrincipalDep,
+    ServiceDep,
+    actor_of,
+    check_workspace,
+    load_workspace,
+)
 from office_scheduler.api.routes.common import ERRORS, Cursor, Limit, checked_cursor
 from office_scheduler.api.schemas_approvals import ApprovalCreate, DecisionIn
 from office_scheduler.api.views import ListOut
@@ -59,6 +65,7 @@ async def request_approval(
         body=body.body,
         task_id=body.task_id,
         requested_by_agent_id=requester,
+        actor=actor_of(principal),
     )
     return ApprovalOut.model_validate(approval)
 
