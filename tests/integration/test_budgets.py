@@ -202,6 +202,20 @@ async def test_cost_events_record_priced_and_unpriced_usage(office: Office) -> N
     assert bad.value.field == "period"
 
 
+async def test_a_scope_with_a_policy_is_reported_before_it_spends(office: Office) -> None:
+    """Regression: the spend report left out budgeted scopes that had spent nothing yet."""
+    await office.service.budgets.create_policy(
+        office.workspace.id, scope_kind="agent", scope_id=office.worker.id, limit_cents=500
+    )
+    report = await office.service.budgets.spend_report(office.workspace.id)
+    scopes = [(item.scope_kind, item.scope_id, item.cost_subcents) for item in report.items]
+    assert scopes == [
+        (BudgetScope.WORKSPACE, office.workspace.id, 0),
+        (BudgetScope.AGENT, office.worker.id, 0),
+    ]
+    assert report.policies[(BudgetScope.AGENT, office.worker.id)].limit_cents == 500
+
+
 async def test_one_alert_per_period_and_again_next_month(office: Office) -> None:
     events: list[BudgetThresholdCrossed] = []
 

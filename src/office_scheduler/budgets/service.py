@@ -220,6 +220,9 @@ class BudgetService:
     async def spend_report(self, workspace_id: str, period: str | None = None) -> SpendReport:
         """Spend per scope in ``period``.
 
+        Lists the workspace, every scope that spent, and every scope that has a policy
+        (with zero spend when it spent nothing yet).
+
         ``period``: ``monthly``/``None`` (this month, UTC), a month ``YYYY-MM``, or
         ``lifetime``.
 
@@ -233,6 +236,13 @@ class BudgetService:
             self._store.budgets.spend_report, workspace_id, since=since, until=until
         )
         policies = await self.list_policies(workspace_id)
+        # A scope with a policy is listed even before it spends anything.
+        seen = {(item.scope_kind, item.scope_id) for item in items}
+        items += [
+            Spend(scope_kind=policy.scope_kind, scope_id=policy.scope_id)
+            for policy in policies
+            if (policy.scope_kind, policy.scope_id) not in seen
+        ]
         return SpendReport(
             period=key,
             since=since,
