@@ -43,6 +43,10 @@ class Settings:
         recovery_max_redispatches: how often the recovery sweep re-dispatches an Office
             task whose earlier runs all failed or were cancelled (a lost wake itself is
             always re-delivered once).
+        db_pool_size: database connections this process keeps open (as many again may be
+            opened under load); PostgreSQL also uses two dedicated connections per
+            scheduler process (wake listener, maintenance leadership).
+        db_statement_timeout: PostgreSQL ``statement_timeout`` of every connection.
     """
 
     home: Path = field(default_factory=default_home)
@@ -61,6 +65,8 @@ class Settings:
     pause_after_escalations: int = 3
     recovery_batch_size: int = 50
     recovery_max_redispatches: int = 3
+    db_pool_size: int = 5
+    db_statement_timeout: timedelta = timedelta(seconds=30)
 
     @property
     def resolved_database_url(self) -> str:

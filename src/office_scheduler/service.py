@@ -33,10 +33,14 @@ from office_scheduler.routines.firing import CronFirer
 from office_scheduler.routines.service import RoutineService
 from office_scheduler.routines.subscribers import RoutineRunSubscribers
 from office_scheduler.scheduler.cron import CronLoop
+from office_scheduler.scheduler.listener import WakeListenerLoop
 from office_scheduler.scheduler.maintenance import MaintenanceLoop
 from office_scheduler.scheduler.orphans import kill_orphans
 from office_scheduler.scheduler.runs import RunsLoop
+from office_scheduler.store.engine import is_connection_lost, open_database
 from office_scheduler.store.facade import Store
+from office_scheduler.store.leadership import Leadership
+from office_scheduler.store.notify import WakeListener, listens
 from office_scheduler.store.queue import IntakeResult
 
 log = structlog.get_logger(__name__)
@@ -91,7 +95,14 @@ class Service:
     ) -> None:
         self.settings = settings
         self.clock: Clock = clock or SystemClock()
-        self.store = store or Store.open(settings.resolved_database_url)
+        self.store = store or Store.from_database(
+            open_database(
+                settings.resolved_database_url,
+                pool_size=settings.db_pool_size,
+                statement_timeout_ms=int(settings.db_statement_timeout.total_seconds() * 1000),
+            )
+        )
+        self.leadership = Leadership(self.store.db)
         self.bus = EventBus()
         self.tokens = TokenService(self.store)
         self.runs = RunsLoop(
@@ -126,7 +137,13 @@ class Service:
             enqueue=self.intake.enqueue,
             publish=self.bus.publish,
             poke=self.runs.poke,
+            leadership=self.leadership,
         )
+        self.listener: WakeListenerLoop | None = None
+        if listens(self.store.db):
+            self.listener = WakeListenerLoop(
+                listener=WakeListener(self.store.db), poke=self.runs.poke
+            )
         self._deps = PipelineDeps(
             store=self.store,
             clock=self.clock,
@@ -150,9 +167,22 @@ class Service:
             raise
         except Exception as exc:
             log.exception("pipeline_failed", run_id=run.id)
+            if is_connection_lost(exc):
+                # Not the run's fault: back to the queue (a failed requeue leaves the run
+                # to lease recovery, which does the same once the database is back).
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(
+                        self.store.queue.requeue,
+                        [run.id],
+                        reason=RunReason.INTERRUPTED,
+                        now=self.clock.now(),
+                    )
+                return
             with contextlib.suppress(Exception):
                 await ctx.end(
-                    RunStatus.FAILED, RunReason.INTERNAL_ERROR, error=f"internal error: {exc}"
+                    RunStatus.FAILED,
+                    RunReason.INTERNAL_ERROR,
+                    error=f"internal error ({type(exc).__name__}): {exc}",
                 )
 
     def _lock_sqlite(self) -> bool:
@@ -185,9 +215,14 @@ class Service:
             return
         if self._lock_file is None and self._lock_sqlite():
             await self.recover_previous_process()
+        await self.approvals.redrive(self.clock.now())
+        await self.budgets.redrive(self.clock.now())
         self._started = True
         self.failed = asyncio.get_running_loop().create_future()
-        for task in (self.runs.start(), self.cron.start(), self.maintenance.start()):
+        tasks = [self.runs.start(), self.cron.start(), self.maintenance.start()]
+        if self.listener is not None:
+            tasks.append(self.listener.start())
+        for task in tasks:
             task.add_done_callback(self._on_loop_done)
 
     async def recover_previous_process(self) -> list[int]:
@@ -226,6 +261,8 @@ class Service:
                 self._lock_file.close()
                 self._lock_file = None
             return
+        if self.listener is not None:
+            await self.listener.stop()
         await self.cron.stop()
         await self.runs.stop()
         await self.maintenance.stop()
@@ -233,6 +270,34 @@ class Service:
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None
+
+    @property
+    def scheduler_running(self) -> bool:
+        """Whether this process runs the scheduler loops (started and not stopped)."""
+        return self._started
+
+    def node_status(self) -> dict[str, Any]:
+        """This process's part in the deployment, for ``/healthz``.
+
+        Returns:
+            ``node_id``; ``scheduler`` (whether the loops run here); ``maintenance_leader``
+            (whether this process runs maintenance); ``inflight_runs``; and ``loops``: per
+            loop its ``state`` and ``lag_s`` (seconds since its last good pass).
+        """
+        loops = {
+            "runs": self.runs.health.snapshot(),
+            "cron": self.cron.health.snapshot(),
+            "maintenance": self.maintenance.health.snapshot(),
+        }
+        if self.listener is not None:
+            loops["wake_listener"] = self.listener.health.snapshot()
+        return {
+            "node_id": self.settings.node_id,
+            "scheduler": self._started,
+            "maintenance_leader": self._started and self.maintenance.leader,
+            "inflight_runs": self.runs.inflight,
+            "loops": loops,
+        }
 
     async def close(self) -> None:
         """Stop the loops and dispose the database; nothing touches it afterwards."""

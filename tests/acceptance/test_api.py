@@ -24,6 +24,9 @@ def test_healthz_needs_no_token(api: Api) -> None:
         "status": "ok",
         "database": "ok",
         "loops": {"scheduler": "not_started", "inflight_runs": 0},
+        "node_id": api.service.settings.node_id,
+        "role": "api",
+        "maintenance_leader": False,
     }
 
 

@@ -146,6 +146,7 @@ def _all(page_of: object) -> list[object]:
             return items
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(600)
 def test_chaos_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> None:
     chaos = tmp_path / "chaos"

@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from helpers import Office
 from office_scheduler.config import Settings
@@ -162,3 +163,48 @@ async def test_second_scheduler_on_one_sqlite_file_refuses_to_drain(tmp_path: Pa
     finally:
         await first.close()
         await second.close()
+
+
+async def test_a_lost_database_connection_requeues_the_run_instead_of_failing_it(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a connection dropped under a pipeline step failed the run for good."""
+    real_get_agent = office.store.office.get_agent
+    calls = 0
+
+    def flaky_get_agent(agent_id: str) -> object:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise sa.exc.OperationalError(
+                "SELECT agents", {}, Exception("server closed the connection unexpectedly")
+            )
+        return real_get_agent(agent_id)
+
+    result = await office.service.wake(office.worker.id)
+    assert result.run is not None
+    monkeypatch.setattr(office.store.office, "get_agent", flaky_get_agent)
+    await office.service.run_until_idle()
+
+    run = office.store.queue.get_run(result.run.id)
+    assert (run.status, run.reason) == (RunStatus.FINISHED, RunReason.COMPLETED)
+    assert len(office.executor.launches) == 1, "launched once, after the requeue"
+    claims = [e for e in office.store.runlog.list_run_events(run.id) if e.kind == "claimed"]
+    assert len(claims) == 2
+
+
+async def test_any_other_pipeline_error_fails_the_run_naming_the_error_class(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_get_agent(agent_id: str) -> object:
+        raise RuntimeError("boom")
+
+    result = await office.service.wake(office.worker.id)
+    assert result.run is not None
+    monkeypatch.setattr(office.store.office, "get_agent", broken_get_agent)
+    await office.service.run_until_idle()
+
+    run = office.store.queue.get_run(result.run.id)
+    assert (run.status, run.reason) == (RunStatus.FAILED, RunReason.INTERNAL_ERROR)
+    assert run.error == "internal error (RuntimeError): boom"
+    assert office.executor.launches == []

@@ -386,6 +386,9 @@ class HealthOut(BaseModel):
     status: str
     database: str
     loops: dict[str, Any]
+    node_id: str | None = None
+    role: str | None = None
+    maintenance_leader: bool | None = None
 
 
 def run_detail(run: Run, events: list[RunEventOut]) -> RunDetailOut:

@@ -70,7 +70,13 @@ def open_store(current: CliState, *, upgrade: bool) -> Iterator[Store]:
 @click.option("--no-scheduler", is_flag=True, help="Serve only the HTTP API.")
 @db_option
 def serve(host: str, port: int, no_api: bool, no_scheduler: bool) -> None:
-    """Run the scheduler and the HTTP API until SIGINT/SIGTERM (then exit 0)."""
+    """Run the scheduler and the HTTP API until SIGINT/SIGTERM (then exit 0).
+
+    On PostgreSQL any number of processes may serve one database: ``--no-api`` runs only
+    the scheduler loops (claims, cron, maintenance when this node leads), ``--no-scheduler``
+    only the HTTP API (its wakes reach the scheduler processes by ``NOTIFY``). On SQLite
+    one process runs the scheduler (see docs/deploy.md).
+    """
     if no_api and no_scheduler:
         raise CliError("--no-api and --no-scheduler together leave nothing to run", 2)
     current = state()
@@ -96,6 +102,7 @@ async def _serve(settings: Settings, sock: socket.socket | None, *, scheduler: b
     async with OfficeRuntime(service, sock=sock, scheduler=scheduler) as runtime:
         parts = [f"API at {settings.api_url}" if sock else "no API"]
         parts.append("scheduler on" if scheduler else "scheduler off")
+        parts.append(f"node {settings.node_id}")
         click.echo(f"office is serving ({', '.join(parts)}); press Ctrl-C to stop")
         await runtime.wait(stop)
     click.echo("office stopped", err=True)

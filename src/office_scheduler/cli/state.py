@@ -96,6 +96,8 @@ TUNING_VARIABLES: dict[str, tuple[str, str]] = {
     "OFFICE_MAINTENANCE_INTERVAL_S": ("maintenance_interval", "seconds"),
     "OFFICE_MAX_PARALLEL_RUNS": ("max_parallel_runs", "count"),
     "OFFICE_RETRY_BACKOFF_S": ("retry_backoff", "seconds-list"),
+    "OFFICE_DB_POOL_SIZE": ("db_pool_size", "count"),
+    "OFFICE_DB_STATEMENT_TIMEOUT_S": ("db_statement_timeout", "seconds"),
 }
 
 

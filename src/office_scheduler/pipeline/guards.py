@@ -32,7 +32,7 @@ async def load(ctx: RunContext, call_next: Next) -> None:
         ctx.task = await asyncio.to_thread(office.find_task, ctx.run.task_id)
         if ctx.task is not None and ctx.task.project_id is not None:
             ctx.project = await asyncio.to_thread(office.get_project, ctx.task.project_id)
-    await ctx.event("claimed", f"claimed by {ctx.run.claimed_by}", source=ctx.run.source.value)
+    # The ``claimed`` event is written by the claim transaction itself (store/queue.py).
     await call_next()
 
 

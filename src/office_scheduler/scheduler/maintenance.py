@@ -5,6 +5,10 @@ task checkouts left behind by runs that are no longer live are released; due sch
 retries are promoted to ``queued`` (or cancelled when their task moved on); and, once some
 workspace has adopted Office, the recovery sweep re-dispatches assigned Office tasks whose
 ``task_assigned`` wake was lost.
+
+With several processes on PostgreSQL only the holder of the maintenance leadership
+(:class:`~office_scheduler.store.leadership.Leadership`) runs these passes; the others check
+every interval whether the leader is gone and take over when it is.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from office_scheduler.domain.errors import OfficeError
 from office_scheduler.domain.events import Event, RunEnded
 from office_scheduler.domain.models import Run, WakeRequest
 from office_scheduler.domain.status import IntakeOutcome, WakeSource
+from office_scheduler.office.redrive import redrive_decisions
 from office_scheduler.pipeline.context import Enqueue
 from office_scheduler.pipeline.retries import stale_retry_reason
 from office_scheduler.scheduler.loop import OwnedLoop
 from office_scheduler.store.facade import Store
+from office_scheduler.store.leadership import Leadership
 from office_scheduler.store.recovery import RECOVERY_KEY_MARKER, RecoveryCandidate, assigned_key
 
 log = structlog.get_logger(__name__)
@@ -66,6 +72,8 @@ class MaintenanceLoop(OwnedLoop):
         enqueue: intake, for recovery dispatches; without it the sweep does nothing.
         publish: receives :class:`RunEnded` for scheduled retries cancelled here.
         poke: wakes the runs loop after retries were promoted.
+        leadership: when given, a pass runs only while this process holds it (released
+            when the loop stops); without it every pass runs (one process, or tests).
     """
 
     def __init__(
@@ -78,8 +86,10 @@ class MaintenanceLoop(OwnedLoop):
         enqueue: Enqueue | None = None,
         publish: Publish = _ignore,
         poke: Callable[[], None] = _no_poke,
+        leadership: Leadership | None = None,
     ) -> None:
         self._alive = alive
+        self._leadership = leadership
         self._store = store
         self._clock = clock
         self._settings = settings
@@ -94,6 +104,7 @@ class MaintenanceLoop(OwnedLoop):
         await self.reap_leaked_checkouts()
         await self.promote_due_retries()
         await self.recovery_sweep()
+        await redrive_decisions(self._store, self._clock, self._publish, self._enqueue)
         return recovered
 
     async def recover_stale_claims(self) -> list[int]:
@@ -258,12 +269,28 @@ class MaintenanceLoop(OwnedLoop):
         )
         return True
 
+    @property
+    def leader(self) -> bool:
+        """Whether this process held maintenance leadership at its last pass."""
+        return self._leadership is None or self._leadership.held
+
     async def run_pass(self) -> float:
-        """One :meth:`tick`; rest ``maintenance_interval``, or until the next retry is due."""
-        await self.tick()
+        """One :meth:`tick` when leading; rest ``maintenance_interval`` or until a retry is due.
+
+        A process that does not hold leadership only checks whether it can take it.
+        """
         pause = self._settings.maintenance_interval.total_seconds()
+        if self._leadership is not None and not await asyncio.to_thread(self._leadership.ensure):
+            return pause
+        await self.tick()
         due = await asyncio.to_thread(self._store.queue.next_retry_at)
         if due is not None:
             until_due = (due - self._clock.now()).total_seconds()
             pause = min(pause, max(until_due, MIN_PAUSE_S))
         return pause
+
+    async def stop(self) -> None:
+        """Stop after the current pass, then give maintenance leadership up (idempotent)."""
+        await super().stop()
+        if self._leadership is not None:
+            await asyncio.to_thread(self._leadership.release)

@@ -1,4 +1,9 @@
-"""The runs loop: claims due runs and drives each through the pipeline (DESIGN §7)."""
+"""The runs loop: claims due runs and drives each through the pipeline (DESIGN §7).
+
+A claim or lease renewal that fails (the database went away) is retried with backoff; the
+loop itself never ends on a database error, and no wake is lost: a wake is a committed row,
+claimed by whichever pass succeeds next.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from office_scheduler.clock import Clock
 from office_scheduler.config import Settings
 from office_scheduler.domain.models import Run
 from office_scheduler.domain.status import RunReason
+from office_scheduler.scheduler.loop import LoopHealth, log_failure
 from office_scheduler.store.facade import Store
 
 log = structlog.get_logger(__name__)
@@ -38,6 +44,7 @@ class RunsLoop:
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._task: asyncio.Task[None] | None = None
         self._claiming = False
+        self.health = LoopHealth()
 
     @property
     def inflight(self) -> int:
@@ -52,6 +59,7 @@ class RunsLoop:
         """Start the loop (idempotent); returns its task."""
         if self._task is None:
             self._claiming = True
+            self.health.state = "running"
             self._task = asyncio.create_task(self._loop(), name="runs-loop")
         return self._task
 
@@ -70,6 +78,7 @@ class RunsLoop:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        self.health.state = "stopped"
         if not self._inflight:
             return
         pending = list(self._inflight.values())
@@ -151,10 +160,18 @@ class RunsLoop:
         last_renewal = asyncio.get_running_loop().time()
         while self._claiming:
             self._poked.clear()
-            claimed = await self.claim_once()
-            now = asyncio.get_running_loop().time()
-            if now - last_renewal >= self._settings.lease.total_seconds() / 3:
-                await self._renew_leases()
-                last_renewal = now
-            if claimed == 0:
-                await self._wait_for_work()
+            try:
+                claimed = await self.claim_once()
+                now = asyncio.get_running_loop().time()
+                if now - last_renewal >= self._settings.lease.total_seconds() / 3:
+                    await self._renew_leases()
+                    last_renewal = now
+                self.health.passed()
+                if claimed == 0:
+                    await self._wait_for_work()
+            except Exception as exc:
+                pause = self.health.failed(exc)
+                log_failure("runs-loop", self.health, pause)
+                if self._claiming:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._poked.wait(), pause)

@@ -8,6 +8,7 @@ second engine that opens plain deferred transactions and never queue behind the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +19,25 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: TCP keepalives of PostgreSQL connections that live long (listener, leadership lock): a
+#: peer that vanished without closing the socket is noticed within about 25 seconds.
+KEEPALIVES: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
+
+
+def is_connection_lost(error: BaseException) -> bool:
+    """Whether ``error`` is a lost or refused database connection (not a bad statement).
+
+    Such a failure says nothing about the run being processed, so callers put the run
+    back in the queue instead of failing it.
+    """
+    if isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated:
+        return True
+    return isinstance(error, sa.exc.OperationalError | sa.exc.DisconnectionError)
 
 
 def normalise_url(url: str) -> str:
@@ -64,11 +84,17 @@ class Database:
         url: the SQLAlchemy URL (``sqlite:///path`` or ``postgresql+psycopg://...``).
         writer: engine for read-write transactions.
         reader: engine for read-only transactions (the writer itself on PostgreSQL).
+        libpq_options: PostgreSQL only: the ``options`` every connection is opened with
+            (statement timeout, ``search_path``); dedicated connections outside the pool
+            (the wake listener, the maintenance leadership lock) use them too.
+        schema: PostgreSQL only: the schema named in ``search_path``, if any.
     """
 
     url: str
     writer: Engine
     reader: Engine
+    libpq_options: str = ""
+    schema: str | None = None
 
     @property
     def dialect(self) -> str:
@@ -87,6 +113,18 @@ class Database:
         with self.reader.begin() as conn:
             yield conn
 
+    def conninfo(self) -> str:
+        """PostgreSQL only: a libpq URI for a dedicated connection (no pool, no driver name).
+
+        Raises:
+            ValueError: the database is not PostgreSQL.
+        """
+        if self.dialect != "postgresql":
+            raise ValueError("dedicated connections exist only on PostgreSQL")
+        url = sa.engine.make_url(self.url)
+        url = url.set(drivername="postgresql").difference_update_query(["options"])
+        return url.render_as_string(hide_password=False)
+
     def dispose(self) -> None:
         """Close every pooled connection; the database must not be used afterwards."""
         self.writer.dispose()
@@ -94,18 +132,57 @@ class Database:
             self.reader.dispose()
 
 
+_SEARCH_PATH = re.compile(r"(?:^|\s)-c\s*search_path=(\S+)")
+
+
+def _libpq_options(url: sa.URL, statement_timeout_ms: int, schema: str | None) -> str:
+    """Join the URL's own ``options`` with the statement timeout and ``search_path``.
+
+    A schema given in the URL (``?options=-csearch_path%3Dname``) is kept when ``schema``
+    is not given, so a deployment can point every process at one schema by URL alone.
+    """
+    given = url.query.get("options", "")
+    parts = [given if isinstance(given, str) else " ".join(given)]
+    parts.append(f"-c statement_timeout={statement_timeout_ms}")
+    if schema:
+        parts.append(f"-c search_path={schema}")
+    return " ".join(part for part in parts if part)
+
+
+def application_name(schema: str | None, role: str = "") -> str:
+    """The ``application_name`` of this product's connections (shown in ``pg_stat_activity``).
+
+    It names the schema, so an operator (or a test) can tell deployments apart.
+    """
+    parts = ["office-scheduler", role, schema or ""]
+    return " ".join(part for part in parts if part)[:63]
+
+
+def _schema_of(options: str) -> str | None:
+    found = _SEARCH_PATH.findall(options)
+    return found[-1].split(",")[0].strip('"') if found else None
+
+
 def open_database(
     url: str,
     *,
     pool_size: int = 5,
+    max_overflow: int | None = None,
     statement_timeout_ms: int = 30_000,
     schema: str | None = None,
 ) -> Database:
     """Create the engines for ``url``.
 
+    On PostgreSQL every pooled connection is checked with a ping when it leaves the pool
+    (``pool_pre_ping``), so a connection the server dropped (restart, ``pg_terminate_backend``,
+    idle timeout) is replaced instead of failing the next transaction.
+
     Args:
-        url: ``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or a PostgreSQL URL.
+        url: ``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or a PostgreSQL URL
+            (an ``options`` query parameter, e.g. a ``search_path``, is kept).
         pool_size: connections kept per engine.
+        max_overflow: extra connections opened under load and closed afterwards
+            (default: ``pool_size``).
         statement_timeout_ms: PostgreSQL ``statement_timeout`` of every connection.
         schema: PostgreSQL schema to use as ``search_path`` (tests isolate themselves this way).
 
@@ -113,7 +190,9 @@ def open_database(
         ValueError: the URL names a database this product does not support.
     """
     url = normalise_url(url)
-    name = sa.engine.make_url(url).get_backend_name()
+    parsed = sa.engine.make_url(url)
+    name = parsed.get_backend_name()
+    overflow = pool_size if max_overflow is None else max_overflow
     if name == "sqlite":
         return Database(
             url=url,
@@ -121,15 +200,20 @@ def open_database(
             reader=_sqlite_engine(url, begin="BEGIN", pool_size=pool_size),
         )
     if name == "postgresql":
-        options = [f"-c statement_timeout={statement_timeout_ms}"]
-        if schema:
-            options.append(f"-c search_path={schema}")
+        options = _libpq_options(parsed, statement_timeout_ms, schema)
+        in_schema = _schema_of(options)
         engine = sa.create_engine(
-            url,
+            parsed.difference_update_query(["options"]),
             pool_size=pool_size,
-            max_overflow=pool_size,
+            max_overflow=overflow,
             pool_pre_ping=True,
-            connect_args={"options": " ".join(options)},
+            connect_args={"options": options, "application_name": application_name(in_schema)},
         )
-        return Database(url=url, writer=engine, reader=engine)
+        return Database(
+            url=url,
+            writer=engine,
+            reader=engine,
+            libpq_options=options,
+            schema=in_schema,
+        )
     raise ValueError(f"unsupported database {name!r}: use sqlite:/// or postgresql://")

@@ -28,12 +28,13 @@ from office_scheduler.domain.status import (
 )
 from office_scheduler.store.activity import activity_values, insert_activity
 from office_scheduler.store.engine import Database
+from office_scheduler.store.notify import notify_wake
 from office_scheduler.store.queue_common import get_run, lock_agent
 from office_scheduler.store.recovery import RecoveryQueries
 from office_scheduler.store.retries import RetryTransitions
 from office_scheduler.store.rows import context_to_json, run_from_row, wakeup_from_row
 from office_scheduler.store.run_transitions import RunTransitions
-from office_scheduler.store.schema import agents, runs, wakeup_requests
+from office_scheduler.store.schema import agents, run_events, runs, wakeup_requests
 from office_scheduler.store.sql import insert
 
 MergePolicy = Callable[[WakeRequest, Run | None], MergeDecision]
@@ -92,6 +93,81 @@ def _in_flight(conn: Connection, request: WakeRequest) -> Run | None:
         if row is not None:
             return run_from_row(row)
     return None
+
+
+def _head(now: datetime) -> sa.ScalarSelect[Any]:
+    """The oldest due queued run of the agent row in the enclosing query."""
+    return (
+        sa.select(runs.c.id)
+        .where(
+            runs.c.agent_id == agents.c.id,
+            runs.c.status == RunStatus.QUEUED.value,
+            runs.c.not_before <= now,
+        )
+        .order_by(runs.c.not_before, runs.c.id)
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+def _agent_eligible(now: datetime) -> list[sa.ColumnElement[bool]]:
+    """An agent that may start a session now: claimable status, no cooldown, a free slot."""
+    live = (
+        sa.select(sa.func.count())
+        .where(runs.c.agent_id == agents.c.id, runs.c.status.in_(LIVE_RUN_STATUSES))
+        .scalar_subquery()
+    )
+    return [
+        agents.c.status.in_(CLAIMABLE_AGENT_STATUSES),
+        sa.or_(agents.c.cooldown_until.is_(None), agents.c.cooldown_until <= now),
+        live < agents.c.max_concurrent_sessions,
+    ]
+
+
+def _lock_candidates(now: datetime, limit: int) -> sa.Select[Any]:
+    """Lock the agents of the ``limit`` oldest due heads (skipping agents locked elsewhere).
+
+    Agents are ordered by their head's ``(not_before, id)``; the head's ``not_before`` is the
+    smallest ``not_before`` of the agent's due queued runs (one probe of
+    ``ix_runs_agent_status`` each).
+    """
+    head_due = (
+        sa.select(sa.func.min(runs.c.not_before))
+        .where(
+            runs.c.agent_id == agents.c.id,
+            runs.c.status == RunStatus.QUEUED.value,
+            runs.c.not_before <= now,
+        )
+        .scalar_subquery()
+    )
+    return (
+        sa.select(agents.c.id)
+        .where(*_agent_eligible(now), head_due.is_not(None))
+        .order_by(head_due, _head(now))
+        .limit(limit)
+        .with_for_update(skip_locked=True, of=agents)
+    )
+
+
+def _eligible_heads(agent_ids: list[str], now: datetime) -> sa.Select[Any]:
+    """Heads of the locked agents that are still eligible under a snapshot taken now."""
+    return sa.select(_head(now)).where(agents.c.id.in_(agent_ids), *_agent_eligible(now))
+
+
+def _claim_event(run: Run, node_id: str, now: datetime) -> dict[str, Any]:
+    """The ``run_events`` row that records one claim (read by the scale-out checks)."""
+    return {
+        "run_id": run.id,
+        "kind": "claimed",
+        "message": f"claimed by {node_id}",
+        "data": {
+            "node_id": node_id,
+            "claimed_at": now.isoformat(),
+            "source": run.source.value,
+            "attempt": run.retry_count,
+        },
+        "at": now,
+    }
 
 
 class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
@@ -155,6 +231,7 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                 .where(wakeup_requests.c.id == request_id)
                 .values(status=status.value, run_id=run_id)
             )
+            notify_wake(conn, self._db.schema)  # delivered to other processes on commit
             row = (
                 conn.execute(sa.select(wakeup_requests).where(wakeup_requests.c.id == request_id))
                 .mappings()
@@ -236,56 +313,39 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         Eligible agents are ``idle``/``working``, out of cooldown and below
         ``max_concurrent_sessions`` live (claimed or running) runs; for each, its oldest due
         queued run is a candidate. The query is driven from agents, so runs of busy agents
-        at the head of the queue cost nothing. Agent rows are locked (``SKIP LOCKED`` on
-        PostgreSQL), so two processes never both claim past an agent's limit.
+        at the head of the queue cost nothing.
+
+        One transaction, two statements (DESIGN §7, ``reference/perf-notes.md``):
+
+        1. lock the agent rows of the ``limit`` oldest candidates (``FOR UPDATE SKIP
+           LOCKED`` on PostgreSQL, so concurrent claimers take disjoint agents and never
+           wait on each other; SQLite serialises writers with ``BEGIN IMMEDIATE``);
+        2. one ``UPDATE … RETURNING`` that re-checks each locked agent's eligibility and
+           claims its oldest due run. This statement's snapshot is taken *after* the locks
+           are held, so a claim another process committed for the same agent is counted:
+           checking the limit in the locking statement itself would read a snapshot taken
+           before the lock and could let two processes both claim for one agent.
+
+        Each claim is recorded in ``run_events`` (kind ``claimed``, data ``node_id`` and
+        ``claimed_at``) in the same transaction, so the event log holds every claim even
+        when the claiming process dies right after the commit.
 
         Returns:
             The claimed runs (status ``claimed``, lease held by ``node_id``), oldest first.
         """
-        live = (
-            sa.select(sa.func.count())
-            .where(runs.c.agent_id == agents.c.id, runs.c.status.in_(LIVE_RUN_STATUSES))
-            .scalar_subquery()
-        )
-        head = (
-            sa.select(runs.c.id)
-            .where(
-                runs.c.agent_id == agents.c.id,
-                runs.c.status == RunStatus.QUEUED.value,
-                runs.c.not_before <= now,
-            )
-            .order_by(runs.c.not_before, runs.c.id)
-            .limit(1)
-            .scalar_subquery()
-        )
-        candidates = (
-            sa.select(agents.c.id, head.label("run_id"))
-            .where(
-                agents.c.status.in_(CLAIMABLE_AGENT_STATUSES),
-                sa.or_(agents.c.cooldown_until.is_(None), agents.c.cooldown_until <= now),
-                live < agents.c.max_concurrent_sessions,
-                head.is_not(None),
-            )
-            .with_for_update(skip_locked=True, of=agents)
-        )
+        if limit <= 0:
+            return []
         with self._db.write() as conn:
-            run_ids = [row.run_id for row in conn.execute(candidates)]
-            if not run_ids:
+            agent_ids = list(conn.execute(_lock_candidates(now, limit)).scalars())
+            if not agent_ids:
                 return []
-            ordered = (
-                conn.execute(
-                    sa.select(runs.c.id)
-                    .where(runs.c.id.in_(run_ids))
-                    .order_by(runs.c.not_before, runs.c.id)
-                    .limit(limit)
-                )
-                .scalars()
-                .all()
-            )
             claimed = (
                 conn.execute(
                     sa.update(runs)
-                    .where(runs.c.id.in_(ordered), runs.c.status == RunStatus.QUEUED.value)
+                    .where(
+                        runs.c.id.in_(_eligible_heads(agent_ids, now)),
+                        runs.c.status == RunStatus.QUEUED.value,
+                    )
                     .values(
                         status=RunStatus.CLAIMED.value,
                         claimed_at=now,
@@ -298,7 +358,10 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                 .mappings()
                 .all()
             )
-            return sorted((run_from_row(r) for r in claimed), key=lambda r: (r.not_before, r.id))
+            result = sorted((run_from_row(r) for r in claimed), key=lambda r: (r.not_before, r.id))
+            if result:
+                conn.execute(sa.insert(run_events), [_claim_event(r, node_id, now) for r in result])
+            return result
 
     def get_run(self, run_id: int) -> Run:
         """Return run ``run_id``.

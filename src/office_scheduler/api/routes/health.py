@@ -1,4 +1,11 @@
-"""``GET /healthz``: liveness of the database and the scheduler loops (no auth)."""
+"""``GET /healthz``: liveness of the database and the scheduler loops (no auth).
+
+Besides ``status`` and ``database`` it tells which node answered and what that node does:
+``node_id``, ``role`` (``api+scheduler``, or ``api`` for ``office serve --no-scheduler``),
+``maintenance_leader``, and in ``loops`` the state and lag (seconds since the last good
+pass) of each loop — ``runs``, ``cron``, ``maintenance`` and, on PostgreSQL,
+``wake_listener`` — next to the overall ``scheduler`` state and ``inflight_runs``.
+"""
 
 from __future__ import annotations
 
@@ -17,15 +24,20 @@ router = APIRouter(tags=["health"])
 log = structlog.get_logger(__name__)
 
 
-def _loops(service: Service) -> dict[str, Any]:
+def _loops(service: Service, node: dict[str, Any]) -> dict[str, Any]:
     failed = service.failed
     if failed is None:
         state = "not_started"
     elif failed.done():
         state = "crashed"
+    elif not service.scheduler_running:
+        state = "stopped"
     else:
         state = "running"
-    return {"scheduler": state, "inflight_runs": service.runs.inflight}
+    loops: dict[str, Any] = {"scheduler": state, "inflight_runs": node["inflight_runs"]}
+    if service.scheduler_running:
+        loops.update(node["loops"])
+    return loops
 
 
 @router.get("/healthz", response_model=HealthOut, responses={503: {"model": HealthOut}})
@@ -36,11 +48,15 @@ async def healthz(service: ServiceDep) -> JSONResponse:
     except Exception as exc:
         log.warning("healthz_database_error", error=repr(exc))
         database_ok = False
-    loops = _loops(service)
+    node = service.node_status()
+    loops = _loops(service, node)
     healthy = database_ok and loops["scheduler"] != "crashed"
     body = HealthOut(
         status="ok" if healthy else "error",
         database="ok" if database_ok else "error",
         loops=loops,
+        node_id=node["node_id"],
+        role="api+scheduler" if node["scheduler"] else "api",
+        maintenance_leader=node["maintenance_leader"],
     )
     return JSONResponse(body.model_dump(mode="json"), status_code=200 if healthy else 503)
