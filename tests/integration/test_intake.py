@@ -6,10 +6,12 @@ import asyncio
 import threading
 from datetime import timedelta
 
+import pytest
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from helpers import Office
-from office_scheduler.domain.models import WakeRequest
+from office_scheduler.domain.models import Run, WakeRequest
 from office_scheduler.domain.status import (
     Classification,
     IntakeOutcome,
@@ -18,6 +20,7 @@ from office_scheduler.domain.status import (
     WakeupStatus,
 )
 from office_scheduler.intake.rules import decide_merge
+from office_scheduler.store import queue as queue_module
 from office_scheduler.store.schema import runs, wakeup_requests
 
 
@@ -268,3 +271,35 @@ async def test_intake_pokes_the_runs_loop(office: Office) -> None:
     await office.service.intake.enqueue(_event(office, office.worker.id))
     assert loop._poked.is_set()
     await asyncio.sleep(0)
+
+
+async def test_a_run_that_moves_on_during_intake_gets_a_fresh_run_not_a_500(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a pipeline moving the in-flight run to running between intake's read and
+    its merge raised "changed under the agent lock" (HTTP 500 with four PostgreSQL nodes)."""
+    first = await office.service.wake(office.worker.id)
+    assert first.run is not None
+    [claimed] = office.store.queue.claim(
+        now=office.clock.now(), node_id="n1", lease=timedelta(seconds=60), limit=1
+    )
+    assert claimed.id == first.run.id
+    real_in_flight = queue_module._in_flight
+    reads = 0
+
+    def racing_in_flight(conn: Connection, request: WakeRequest) -> Run | None:
+        nonlocal reads
+        reads += 1
+        found = real_in_flight(conn, request)
+        if reads == 1:  # the pipeline launches the session right after this read
+            conn.execute(sa.update(runs).where(runs.c.id == claimed.id).values(status="running"))
+        return found
+
+    monkeypatch.setattr(queue_module, "_in_flight", racing_in_flight)
+    second = await office.service.wake(office.worker.id)
+
+    assert second.outcome is IntakeOutcome.CREATED
+    assert second.run is not None
+    assert second.run.id != claimed.id
+    assert reads == 2
+    assert office.store.queue.get_run(claimed.id).coalesced_count == 1

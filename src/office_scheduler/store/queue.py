@@ -124,6 +124,11 @@ def _agent_eligible(now: datetime) -> list[sa.ColumnElement[bool]]:
     ]
 
 
+#: Reads of the in-flight run per intake; each lost race means the run left the in-flight
+#: states, which happens at most twice (claimed → running → ended) under the agent lock.
+_MERGE_ATTEMPTS = 3
+
+
 def _lock_candidates(now: datetime, limit: int) -> sa.Select[Any]:
     """Lock the agents of the ``limit`` oldest due heads (skipping agents locked elsewhere).
 
@@ -217,15 +222,25 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                 payload=request.payload,
                 requested_at=now,
             )
-            in_flight = _in_flight(conn, request)
-            decision = decide(request, in_flight)
-            if decision is MergeDecision.CREATE or in_flight is None:
+            merged: int | None = None
+            # The agent lock keeps other intakes out, but a pipeline may still move the
+            # in-flight run on (claimed → running/ended) between our read and our merge;
+            # the merge is a compare-and-set on its status, so read and decide again.
+            for _attempt in range(_MERGE_ATTEMPTS):
+                in_flight = _in_flight(conn, request)
+                decision = decide(request, in_flight)
+                if decision is MergeDecision.CREATE or in_flight is None:
+                    break
+                merged = self._merge(conn, in_flight, request, entry, decision, now=now)
+                if merged is not None:
+                    insert_activity(conn, _coalesce_activity(request, request_id, in_flight, now))
+                    break
+            if merged is None:
                 run_id = self._create_run(conn, request, entry, now=now, hold=hold)
                 status, outcome = WakeupStatus.CLAIMED, IntakeOutcome.CREATED
             else:
-                run_id = self._merge(conn, in_flight, request, entry, decision, now=now)
+                run_id = merged
                 status, outcome = WakeupStatus.COALESCED, IntakeOutcome.COALESCED
-                insert_activity(conn, _coalesce_activity(request, request_id, in_flight, now))
             conn.execute(
                 sa.update(wakeup_requests)
                 .where(wakeup_requests.c.id == request_id)
@@ -287,7 +302,12 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         decision: MergeDecision,
         *,
         now: datetime,
-    ) -> int:
+    ) -> int | None:
+        """Merge ``entry`` into ``run`` if it is still in the status it was read in.
+
+        Returns:
+            The run's id, or ``None`` when the run moved on meanwhile (nothing written).
+        """
         changes: dict[str, Any] = {
             "context_snapshot": [context_to_json(e) for e in (*run.context, entry)],
             "context_version": run.context_version + 1,
@@ -304,7 +324,7 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             .values(**changes)
         )
         if result.rowcount != 1:
-            raise RuntimeError(f"run {run.id} changed under the agent lock")
+            return None
         return run.id
 
     def claim(self, *, now: datetime, node_id: str, lease: timedelta, limit: int) -> list[Run]:
