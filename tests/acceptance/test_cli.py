@@ -131,6 +131,8 @@ def test_import_dry_run_shows_the_plan_and_changes_nothing(home: Path) -> None:
     plan = json.loads(listed.stdout)
     assert plan["applied"] is False
     assert {c["action"] for c in plan["changes"]} == {"create"}
+    # Regression: a dry run used to create (and migrate) the database file.
+    assert not (home / "office.db").exists()
 
 
 def test_import_applies_then_reports_nothing_to_change(home: Path, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -61,6 +62,33 @@ def open_store(current: CliState, *, upgrade: bool) -> Iterator[Store]:
         yield store
     finally:
         store.close()
+
+
+@contextmanager
+def planning_store(current: CliState) -> Iterator[Store]:
+    """The store a dry run plans against, without creating or migrating anything.
+
+    A SQLite file that does not exist yet is planned against an empty database in a
+    temporary directory (what a first import would find); any other database must already
+    be migrated (a dry run never upgrades it).
+
+    Raises:
+        CliError: an existing database has not been initialised.
+    """
+    url = current.settings().resolved_database_url
+    parsed = sa.make_url(url)
+    if parsed.get_backend_name() == "sqlite" and not Path(parsed.database or "").exists():
+        with tempfile.TemporaryDirectory(prefix="office-dry-run-") as scratch:
+            empty = f"sqlite:///{Path(scratch) / 'plan.db'}"
+            upgrade_database(empty)
+            store = Store.open(empty)
+            try:
+                yield store
+            finally:
+                store.close()
+        return
+    with open_store(current, upgrade=False) as store:
+        yield store
 
 
 @click.command("serve")
@@ -145,7 +173,8 @@ def import_command(directory: Path, dry_run: bool, yes: bool) -> None:
     """Create or update a workspace, its agents and projects from a config DIRECTORY."""
     config = load_config(directory)
     current = state()
-    with open_store(current, upgrade=True) as store:
+    opened = planning_store(current) if dry_run else open_store(current, upgrade=True)
+    with opened as store:
         plan = plan_import(store, config)
         rows = plan_rows(plan)
         applied = False
