@@ -525,3 +525,26 @@ def test_two_coordinators_each_keep_their_heartbeat(
         if r.name == HEARTBEAT_NAME
     }
     assert sorted(statuses.values()) == [RoutineStatus.ACTIVE, RoutineStatus.PAUSED]
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ('description: "nightly\\0report"', "description"),
+        ('task_template: {title: "a\\0b"}', "task_template.title"),
+        (
+            'variables: [{name: topic, type: select, options: [a, "b\\0"]}]',
+            "variables[0].options[1]",
+        ),
+    ],
+)
+def test_a_nul_character_is_refused_before_anything_is_written(
+    config_dir: Path, text: str, path: str
+) -> None:
+    """Regression: a NUL in a routine file made a PostgreSQL import fail half-applied."""
+    write(config_dir, {NIGHTLY: text + "\n"})
+
+    with pytest.raises(InvalidInputError) as caught:
+        load_config(config_dir)
+
+    assert str(caught.value) == f"{NIGHTLY}: {path}: NUL characters are not allowed"

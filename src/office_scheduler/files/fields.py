@@ -106,10 +106,34 @@ class Fields:
             raise self.error(unknown[0], "unknown key")
 
 
+def _nul_path(data: object, trail: str = "") -> str | None:
+    """The key path of the first string holding a NUL character, if any."""
+    if isinstance(data, str):
+        return trail or "(document)" if "\x00" in data else None
+    if isinstance(data, dict):
+        for key, value in data.items():
+            here = f"{trail}.{key}" if trail else str(key)
+            if isinstance(key, str) and "\x00" in key:
+                return here
+            found = _nul_path(value, here)
+            if found is not None:
+                return found
+    if isinstance(data, list):
+        for index, value in enumerate(data):
+            found = _nul_path(value, f"{trail}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
 def read_yaml(path: Path, where: str) -> object:
-    """Parse one YAML file; errors name it as ``where`` (and the line of a syntax error)."""
+    """Parse one YAML file; errors name it as ``where`` (and the line of a syntax error).
+
+    A NUL character anywhere (YAML's backslash-zero escape) is refused here, before
+    anything is written: no database can store it in text.
+    """
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InvalidInputError(f"{where}: file not found in {path.parent}", field=where) from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -118,3 +142,8 @@ def read_yaml(path: Path, where: str) -> object:
         where_line = getattr(exc, "problem_mark", None)
         line = f" (line {where_line.line + 1})" if where_line is not None else ""
         raise InvalidInputError(f"{where}: invalid YAML{line}", field=where) from None
+    bad = _nul_path(data)
+    if bad is not None:
+        shown = bad.replace("\x00", "\\0")
+        raise InvalidInputError(f"{where}: {shown}: NUL characters are not allowed", field=where)
+    return data
