@@ -213,6 +213,29 @@ async def test_paused_routine_does_not_fire_and_resuming_does_not_catch_up(
     assert await office.service.cron_firer.fire_due() == []
 
 
+async def test_resuming_commits_the_new_ticks_with_the_status(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: resume committed ``active`` first and the next ticks after, so a cron
+    pass of another process in between caught up the ticks missed while paused."""
+    routine, _ = await _scheduled(office)
+    await office.service.routines.update_routine(routine.id, {"status": "paused"})
+    office.clock.advance(timedelta(hours=3))
+    real_update = office.store.routines.update_routine
+    due_right_after: list[RoutineTrigger] = []
+
+    def update_then_look(*args: object, **kwargs: object) -> Routine:
+        updated = real_update(*args, **kwargs)  # type: ignore[arg-type]
+        due_right_after.extend(office.store.routines.due_triggers(office.clock.now()))
+        return updated
+
+    monkeypatch.setattr(office.store.routines, "update_routine", update_then_look)
+    await office.service.routines.update_routine(routine.id, {"status": "active"})
+
+    assert due_right_after == []
+    assert await office.service.cron_firer.fire_due() == []
+
+
 async def test_trigger_in_a_zone_resolves_date_of_the_tick(office: Office) -> None:
     _, trigger = await _scheduled(
         office,

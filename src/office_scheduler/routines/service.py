@@ -130,12 +130,16 @@ class RoutineService(TriggerOps):
         )
         if "assignee_agent_id" in values:
             await self._check_assignee(routine.workspace_id, values["assignee_agent_id"])
-        updated = await asyncio.to_thread(
-            self._store.routines.update_routine, routine_id, values, now=self._clock.now()
+        now = self._clock.now()
+        resuming = values.get("status") == RoutineStatus.ACTIVE.value
+        next_runs = await self.next_ticks(routine_id, now) if resuming else None
+        return await asyncio.to_thread(
+            self._store.routines.update_routine,
+            routine_id,
+            values,
+            now=now,
+            next_runs_on_resume=next_runs,
         )
-        if routine.status is not RoutineStatus.ACTIVE and updated.status is RoutineStatus.ACTIVE:
-            await self.reschedule(routine_id)
-        return updated
 
     async def get_routine(self, routine_id: str) -> Routine:
         """The routine ``routine_id``.

@@ -1,4 +1,4 @@
-"""Trigger operations of the routine service: create, change, delete, reschedule."""
+"""Trigger operations of the routine service: create, change, delete, next ticks."""
 
 from __future__ import annotations
 
@@ -139,18 +139,11 @@ class TriggerOps:
         """A routine's triggers, oldest first."""
         return await asyncio.to_thread(self._store.routines.list_triggers, routine_id)
 
-    async def reschedule(self, routine_id: str) -> None:
-        """Set every schedule trigger's next fire to its first tick after now.
-
-        Used when a routine becomes active again: ticks missed while it was paused are not
-        caught up.
-        """
-        now = self._clock.now()
+    async def next_ticks(self, routine_id: str, now: datetime) -> dict[str, datetime]:
+        """The first tick after ``now`` of each schedule trigger of the routine, by id."""
+        ticks: dict[str, datetime] = {}
         for trigger in await self.list_triggers(routine_id):
             if trigger.kind is TriggerKind.SCHEDULE and trigger.cron_expression:
                 values = _schedule_values(trigger.cron_expression, trigger.timezone, now)
-                await asyncio.to_thread(
-                    self._store.routines.update_trigger,
-                    trigger.id,
-                    {"next_run_at": values["next_run_at"]},
-                )
+                ticks[trigger.id] = values["next_run_at"]
+        return ticks

@@ -82,22 +82,43 @@ class RoutineStore(RoutineRunMethods):
         return [routine_from_row(row) for row in rows]
 
     def update_routine(
-        self, routine_id: str, values: Mapping[str, Any], *, now: datetime
+        self,
+        routine_id: str,
+        values: Mapping[str, Any],
+        *,
+        now: datetime,
+        next_runs_on_resume: Mapping[str, datetime] | None = None,
     ) -> Routine:
         """Apply validated column ``values`` to a routine.
+
+        ``next_runs_on_resume`` maps schedule trigger ids to their next tick; they are set
+        in the same transaction when this change makes a paused routine active again, so
+        no cron pass can see the routine active with the ticks it missed while paused.
 
         Raises:
             NotFoundError: no such routine.
         """
         with self._db.write() as conn:
-            routine_row(conn, routine_id)
+            before = routine_row(conn, routine_id, lock=True)
             if values:
                 conn.execute(
                     sa.update(routines)
                     .where(routines.c.id == routine_id)
                     .values(updated_at=now, **values)
                 )
-            return routine_from_row(routine_row(conn, routine_id))
+            after = routine_row(conn, routine_id)
+            active = RoutineStatus.ACTIVE.value
+            if next_runs_on_resume and before["status"] != active == after["status"]:
+                for trigger_id, next_run_at in next_runs_on_resume.items():
+                    conn.execute(
+                        sa.update(routine_triggers)
+                        .where(
+                            routine_triggers.c.id == trigger_id,
+                            routine_triggers.c.routine_id == routine_id,
+                        )
+                        .values(next_run_at=next_run_at)
+                    )
+            return routine_from_row(after)
 
     def delete_routine(self, routine_id: str) -> None:
         """Delete a routine with its triggers and routine runs (tasks it created stay).
