@@ -261,10 +261,26 @@ def render(text: str, values: Mapping[str, object]) -> str:
     return PLACEHOLDER.sub(substitute, text)
 
 
+#: Longest rendered title (the tasks column) and description, in characters. Variables can
+#: come from a webhook body (up to 256 KiB) and repeat, so the result is capped, not trusted.
+MAX_RENDERED_TITLE = 500
+MAX_RENDERED_DESCRIPTION = 64 * 1024
+_CUT_MARK = "… [truncated]"
+
+
+def _capped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - len(_CUT_MARK)] + _CUT_MARK
+
+
 def render_template(template: TaskTemplate, values: Mapping[str, object]) -> TaskTemplate:
-    """The template with title and description rendered."""
+    """The template with title and description rendered.
+
+    The title is capped at :data:`MAX_RENDERED_TITLE` characters and the description at
+    :data:`MAX_RENDERED_DESCRIPTION`; a longer result ends with ``… [truncated]``.
+    """
     return TaskTemplate(
-        title=render(template.title, values), description=render(template.description, values)
+        title=_capped(render(template.title, values), MAX_RENDERED_TITLE),
+        description=_capped(render(template.description, values), MAX_RENDERED_DESCRIPTION),
     )
 
 
