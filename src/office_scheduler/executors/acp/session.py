@@ -276,6 +276,11 @@ class _Driver:
         if not await self._wait_exit(self._kill_grace):
             await self._terminate()
         signal_group(self._proc.pid, signal.SIGKILL)
+        if self._proc.stdout is not None:
+            # Read what the dead group left unread so the pipe (and with it the subprocess
+            # transport) closes now, not in a garbage collector's warning.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(_drain(self._proc.stdout), self._kill_grace)
         if pump is not None:
             await asyncio.wait({pump}, timeout=self._kill_grace)
             pump.cancel()
@@ -421,6 +426,12 @@ class _Driver:
             resumed=self._resumed,
             cost=self._client.cost,
         )
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    """Discard ``stream`` up to its end."""
+    while await stream.read(1 << 16):
+        pass
 
 
 def _error_text(error: BaseException | None) -> str:
