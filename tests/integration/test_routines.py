@@ -580,3 +580,17 @@ async def test_a_trigger_failing_in_a_pass_does_not_stop_the_others(
     assert trigger.id == beyond_trigger.id
     assert trigger.enabled is False
     assert _runs(office, vanished) == []
+
+
+async def test_a_webhook_trigger_refuses_a_timezone(office: Office) -> None:
+    """Regression: a webhook trigger silently dropped the ``timezone`` it was given."""
+    routine = await _routine(office)
+    with pytest.raises(InvalidInputError) as caught:
+        await office.service.routines.add_trigger(
+            routine.id, {"kind": "webhook", "timezone": "Europe/Paris"}
+        )
+    assert caught.value.field == "timezone"
+    assert caught.value.message == "timezone does not apply to a webhook trigger"
+    assert office.store.routines.list_triggers(routine.id) == []
+    trigger, secret = await office.service.routines.add_trigger(routine.id, {"kind": "webhook"})
+    assert (trigger.timezone, secret is not None) == ("", True)

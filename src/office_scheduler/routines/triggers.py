@@ -85,7 +85,6 @@ class TriggerOps:
                 "public_id": webhooks.new_public_id(),
                 "signing_mode": mode.value,
                 "secret": secret,
-                "timezone": "",
             }
         for name in ("cron_expression", "timezone", "signing_mode"):
             if name in fields and name not in values:
