@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -15,15 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from click.testing import CliRunner, Result
 from fastapi.testclient import TestClient
 
 from api_harness import Api, error_of, open_api
-from cli_harness import CLEAN_ENV
+from cli_harness import CLEAN_ENV, serving_in_thread
 from office_scheduler.api import create_app
 from office_scheduler.cli import office
-from office_scheduler.cli.runtime import bind
 from office_scheduler.config import Settings
 from office_scheduler.executors.command import CommandExecutor
 from office_scheduler.service import Service
@@ -217,21 +213,8 @@ class Served:
 
 @pytest.fixture
 def served(api: Api, tmp_path: Path) -> Iterator[Served]:
-    sock, url = bind("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(api.client.app, log_config=None, lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            assert thread.is_alive(), "uvicorn stopped during startup"
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
+    with serving_in_thread(api.client.app) as url:
         yield Served(api, url, tmp_path / "home")
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 def test_office_budget_commands(served: Served) -> None:

@@ -7,21 +7,17 @@ clock and can sign webhook deliveries with it.
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from click.testing import CliRunner, Result
 
 from api_harness import Api, open_api
-from cli_harness import CLEAN_ENV
+from cli_harness import CLEAN_ENV, serving_in_thread
 from office_scheduler.cli import office
-from office_scheduler.cli.runtime import bind
 from office_scheduler.routines.webhooks import sign
 
 
@@ -51,22 +47,11 @@ class Office:
 
 @pytest.fixture
 def served(tmp_path: Path, db_url: str, db_schema: str | None) -> Iterator[Office]:
-    with open_api(tmp_path, url=db_url, schema=db_schema) as api:
-        sock, url = bind("127.0.0.1", 0)
-        server = uvicorn.Server(uvicorn.Config(api.client.app, log_config=None, lifespan="off"))
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        try:
-            deadline = time.monotonic() + 10
-            while not server.started:
-                assert thread.is_alive(), "uvicorn stopped during startup"
-                assert time.monotonic() < deadline, "uvicorn did not start"
-                time.sleep(0.02)
-            yield Office(api, url, tmp_path / "home")
-        finally:
-            server.should_exit = True
-            thread.join(timeout=10)
-            sock.close()
+    with (
+        open_api(tmp_path, url=db_url, schema=db_schema) as api,
+        serving_in_thread(api.client.app) as url,
+    ):
+        yield Office(api, url, tmp_path / "home")
 
 
 def one_line_error(result: Result) -> str:
