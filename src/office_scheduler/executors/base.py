@@ -6,6 +6,17 @@ from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from office_scheduler.domain.execution import Launch, Outcome
+from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunReason
+
+
+def config_failure(message: str) -> Outcome:
+    """A ``failed`` outcome of family ``config``: retrying cannot fix it."""
+    return Outcome(
+        status=OutcomeStatus.FAILED,
+        reason=RunReason.AGENT_FAILED,
+        error_family=ErrorFamily.CONFIG,
+        message=message,
+    )
 
 
 class ExecutionSink(Protocol):

@@ -26,7 +26,7 @@ from typing import Any
 from office_scheduler.domain.execution import Launch, Outcome
 from office_scheduler.domain.models import JSON
 from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunReason
-from office_scheduler.executors.base import EventSink, ExecutionSink
+from office_scheduler.executors.base import EventSink, ExecutionSink, config_failure
 from office_scheduler.executors.parsers import ResultAccumulator, classify_failure
 from office_scheduler.executors.presets import PresetError, build_invocation, is_lost_session
 from office_scheduler.executors.process import LineSplitter as _LineSplitter
@@ -76,7 +76,7 @@ class CommandExecutor:
                 process group has been terminated.
         """
         if not launch.config.argv and launch.config.preset is None:
-            return _config_failure(f"executor {launch.config.name!r} has no command (empty argv)")
+            return config_failure(f"executor {launch.config.name!r} has no command (empty argv)")
         if not launch.resume_session_id and launch.full_prompt:
             # A delta prompt assumes the resumed history; a new session needs the full one.
             launch = replace(launch, prompt=launch.full_prompt)
@@ -110,7 +110,7 @@ class CommandExecutor:
         try:
             preset = build_invocation(launch, Path(tmpdir))
         except PresetError as exc:
-            return _config_failure(str(exc)), ""
+            return config_failure(str(exc)), ""
         argv = list(preset.argv) if preset else _substitute(launch, tmpdir)
         stdin = preset.stdin if preset else launch.prompt.encode("utf-8", "replace")
         try:
@@ -124,7 +124,7 @@ class CommandExecutor:
                 start_new_session=True,
             )
         except OSError as exc:
-            return _config_failure(f"cannot start command {argv[0]!r}: {exc}"), ""
+            return config_failure(f"cannot start command {argv[0]!r}: {exc}"), ""
         session = _Session(proc, sink, launch, self._kill_grace_s)
         outcome = await session.run(stdin)
         return outcome, session.stderr_text()
@@ -163,15 +163,6 @@ def _substitute(launch: Launch, tmpdir: str) -> list[str]:
             arg = arg.replace(key, value)
         argv[i] = arg
     return argv
-
-
-def _config_failure(message: str) -> Outcome:
-    return Outcome(
-        status=OutcomeStatus.FAILED,
-        reason=RunReason.AGENT_FAILED,
-        error_family=ErrorFamily.CONFIG,
-        message=message,
-    )
 
 
 class _Session:

@@ -20,7 +20,7 @@ from office_scheduler.executors.acp.policy import PermissionPolicy
 from office_scheduler.executors.acp.tools import office_mcp
 from office_scheduler.executors.acp.transport import LINE_LIMIT as STDOUT_LIMIT
 from office_scheduler.executors.acp.transport import BoundedTransport
-from office_scheduler.executors.base import ExecutionSink
+from office_scheduler.executors.base import ExecutionSink, config_failure
 from office_scheduler.executors.parsers import clamp_tokens
 from office_scheduler.executors.process import LineSplitter, describe_exit, signal_group
 from office_scheduler.retry import classify_error, is_rate_limited
@@ -35,16 +35,6 @@ STDERR_TAIL = 4096
 _READ_SIZE = 65536
 #: JSON-RPC error code of ``Authentication required``.
 AUTH_REQUIRED = -32000
-
-
-def config_failure(message: str) -> Outcome:
-    """A ``failed`` outcome of family ``config`` (retrying cannot fix it)."""
-    return Outcome(
-        status=OutcomeStatus.FAILED,
-        reason=RunReason.AGENT_FAILED,
-        error_family=ErrorFamily.CONFIG,
-        message=message,
-    )
 
 
 async def run_session(
