@@ -27,8 +27,7 @@ PG_URL_ENV = "TEST_DATABASE_URL"
 _SCHEMA_KEY = pytest.StashKey[str | None]()
 
 
-def _checked_out(engine: sa.Engine) -> int:
-    pool = engine.pool
+def _checked_out(pool: sa.pool.Pool) -> int:
     return pool.checkedout() if isinstance(pool, sa.pool.QueuePool) else 0
 
 
@@ -86,8 +85,8 @@ def database(db_url: str, db_schema: str | None) -> Iterator[Database]:
     db = open_database(db_url, schema=db_schema)
     migrate.upgrade(db)
     yield db
-    engines = {id(engine): engine for engine in (db.writer, db.reader)}.values()
-    checked_out = sum(_checked_out(engine) for engine in engines)
+    pools = {id(engine.pool): engine.pool for engine in (db.writer, db.reader)}.values()
+    checked_out = sum(_checked_out(pool) for pool in pools)
     db.dispose()
     assert checked_out == 0, f"{checked_out} connection(s) left checked out"
 

@@ -42,6 +42,7 @@ from office_scheduler.store.facade import Store
 from office_scheduler.store.leadership import Leadership
 from office_scheduler.store.notify import WakeListener, listens
 from office_scheduler.store.queue import IntakeResult
+from office_scheduler.store.reconnect import retry_if_connection_lost
 
 log = structlog.get_logger(__name__)
 
@@ -331,6 +332,7 @@ class Service:
         await self.maintenance.promote_due_retries()
         await self.runs.drain()
 
+    @retry_if_connection_lost
     async def wake(
         self,
         agent_id: str,
@@ -371,6 +373,7 @@ class Service:
             )
         )
 
+    @retry_if_connection_lost
     async def queue_run(
         self, task_id: str, *, agent_id: str | None = None, idempotency_key: str | None = None
     ) -> IntakeResult:

@@ -17,6 +17,7 @@ from office_scheduler.domain.status import IntakeOutcome
 from office_scheduler.intake.rules import decide_merge
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
+from office_scheduler.store.reconnect import retry_if_connection_lost
 
 log = structlog.get_logger(__name__)
 
@@ -69,8 +70,12 @@ class Intake:
         self._poke = poke
         self._publish = publish
 
+    @retry_if_connection_lost
     async def enqueue(self, request: WakeRequest) -> IntakeResult:
         """Persist ``request`` and create or join a run (one transaction).
+
+        A connection lost under the call is retried once on a new one (see
+        :mod:`office_scheduler.store.reconnect`).
 
         A duplicate idempotency key is silently rejected: the original request comes back
         with outcome ``deduplicated`` and nothing changes.
@@ -80,15 +85,7 @@ class Intake:
             InvalidInputError: see :func:`validate_request`.
         """
         validate_request(request)
-        workspace = await asyncio.to_thread(self._store.office.get_workspace, request.workspace_id)
-        hold = workspace.settings.coalesce_window if request.hold else timedelta(0)
-        result = await asyncio.to_thread(
-            self._store.queue.enqueue,
-            request,
-            now=self._clock.now(),
-            hold=hold,
-            decide=decide_merge,
-        )
+        result = await asyncio.to_thread(self._persist, request)
         log.info(
             "wakeup_" + result.outcome.value,
             wakeup_id=result.request.id,
@@ -104,3 +101,10 @@ class Intake:
             WakeupReceived(request=result.request, run=result.run, outcome=result.outcome)
         )
         return result
+
+    def _persist(self, request: WakeRequest) -> IntakeResult:
+        workspace = self._store.office.get_workspace(request.workspace_id)
+        hold = workspace.settings.coalesce_window if request.hold else timedelta(0)
+        return self._store.queue.enqueue(
+            request, now=self._clock.now(), hold=hold, decide=decide_merge
+        )

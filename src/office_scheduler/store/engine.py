@@ -9,6 +9,7 @@ second engine that opens plain deferred transactions and never queue behind the 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -83,7 +84,8 @@ class Database:
     Attributes:
         url: the SQLAlchemy URL (``sqlite:///path`` or ``postgresql+psycopg://...``).
         writer: engine for read-write transactions.
-        reader: engine for read-only transactions (the writer itself on PostgreSQL).
+        reader: engine for read-only transactions (on PostgreSQL the writer's pool in
+            autocommit mode).
         libpq_options: PostgreSQL only: the ``options`` every connection is opened with
             (statement timeout, ``search_path``); dedicated connections outside the pool
             (the wake listener, the maintenance leadership lock) use them too.
@@ -128,8 +130,33 @@ class Database:
     def dispose(self) -> None:
         """Close every pooled connection; the database must not be used afterwards."""
         self.writer.dispose()
-        if self.reader is not self.writer:
+        if self.reader.pool is not self.writer.pool:
             self.reader.dispose()
+
+
+#: A connection back in the pool for longer than this is pinged before it is handed out.
+#: Connections in steady use skip the ping (the "alive bypass window" of JDBC pools).
+PING_AFTER_IDLE_S = 0.5
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Ping connections that sat idle in ``engine``'s pool; replace those that are dead."""
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        if record is not None:
+            record.info["checked_in_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("checked_in_at")
+        if idle_since is None or time.monotonic() - idle_since <= PING_AFTER_IDLE_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            # The pool discards this connection and checks out (or opens) another.
+            raise sa.exc.DisconnectionError(f"idle connection is dead: {exc}") from exc
 
 
 _SEARCH_PATH = re.compile(r"(?:^|\s)-c\s*search_path=(\S+)")
@@ -173,9 +200,15 @@ def open_database(
 ) -> Database:
     """Create the engines for ``url``.
 
-    On PostgreSQL every pooled connection is checked with a ping when it leaves the pool
-    (``pool_pre_ping``), so a connection the server dropped (restart, ``pg_terminate_backend``,
-    idle timeout) is replaced instead of failing the next transaction.
+    On PostgreSQL, reads run on autocommit connections of the same pool: one round trip per
+    statement instead of ``BEGIN``/statement/``ROLLBACK``, with the same per-statement
+    snapshots as the default ``READ COMMITTED`` transactions. A pooled connection is pinged
+    on checkout only when it sat idle for longer than :data:`PING_AFTER_IDLE_S` (a ping on
+    every checkout would add a round trip to every transaction of the hot path). A connection
+    the server dropped while in steady use (restart, ``pg_terminate_backend``) fails the one
+    transaction that uses it; SQLAlchemy then discards every connection opened before the
+    failure, intake retries once, the scheduler loops retry the pass, and the API answers
+    503 with ``Retry-After``.
 
     Args:
         url: ``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or a PostgreSQL URL
@@ -206,13 +239,14 @@ def open_database(
             parsed.difference_update_query(["options"]),
             pool_size=pool_size,
             max_overflow=overflow,
-            pool_pre_ping=True,
+            pool_pre_ping=False,
             connect_args={"options": options, "application_name": application_name(in_schema)},
         )
+        _ping_when_idle(engine)
         return Database(
             url=url,
             writer=engine,
-            reader=engine,
+            reader=engine.execution_options(isolation_level="AUTOCOMMIT"),
             libpq_options=options,
             schema=in_schema,
         )

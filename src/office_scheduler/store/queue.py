@@ -8,7 +8,7 @@ per-agent concurrency limit hold across processes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -212,17 +212,19 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             stmt = insert(conn)(wakeup_requests).values(**values)
             if request.idempotency_key is not None:
                 stmt = stmt.on_conflict_do_nothing(index_elements=["idempotency_key"])
-            request_id = conn.execute(stmt.returning(wakeup_requests.c.id)).scalar()
-            if request_id is None:
+            inserted = conn.execute(stmt.returning(*wakeup_requests.c)).mappings().first()
+            if inserted is None:
                 return self._duplicate(conn, request.idempotency_key)
+            stored = wakeup_from_row(inserted)
 
             entry = ContextEntry(
-                request_id=request_id,
+                request_id=stored.id,
                 source=request.source,
                 payload=request.payload,
                 requested_at=now,
             )
-            merged: int | None = None
+            merged: Run | None = None
+            in_flight: Run | None = None
             # The agent lock keeps other intakes out, but a pipeline may still move the
             # in-flight run on (claimed → running/ended) between our read and our merge;
             # the merge is a compare-and-set on its status, so read and decide again.
@@ -233,27 +235,26 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                     break
                 merged = self._merge(conn, in_flight, request, entry, decision, now=now)
                 if merged is not None:
-                    insert_activity(conn, _coalesce_activity(request, request_id, in_flight, now))
+                    insert_activity(conn, _coalesce_activity(request, stored.id, in_flight, now))
                     break
             if merged is None:
-                run_id = self._create_run(conn, request, entry, now=now, hold=hold)
+                run = self._create_run(conn, request, entry, now=now, hold=hold)
                 status, outcome = WakeupStatus.CLAIMED, IntakeOutcome.CREATED
             else:
-                run_id = merged
+                run = merged
                 status, outcome = WakeupStatus.COALESCED, IntakeOutcome.COALESCED
             conn.execute(
                 sa.update(wakeup_requests)
-                .where(wakeup_requests.c.id == request_id)
-                .values(status=status.value, run_id=run_id)
+                .where(wakeup_requests.c.id == stored.id)
+                .values(status=status.value, run_id=run.id)
             )
-            notify_wake(conn, self._db.schema)  # delivered to other processes on commit
-            row = (
-                conn.execute(sa.select(wakeup_requests).where(wakeup_requests.c.id == request_id))
-                .mappings()
-                .one()
-            )
+            made_due = in_flight is not None and run.not_before < in_flight.not_before
+            if merged is None or made_due:
+                # Idle processes should look again (a merge into a run already due or
+                # claimed changes nothing for them). Delivered when this transaction commits.
+                notify_wake(conn, self._db.schema)
             return IntakeResult(
-                request=wakeup_from_row(row), run=get_run(conn, run_id), outcome=outcome
+                request=replace(stored, status=status, run_id=run.id), run=run, outcome=outcome
             )
 
     def _duplicate(self, conn: Connection, key: str | None) -> IntakeResult:
@@ -274,7 +275,7 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         *,
         now: datetime,
         hold: timedelta,
-    ) -> int:
+    ) -> Run:
         not_before = now + hold if request.hold else now
         stmt = insert(conn)(runs).values(
             workspace_id=request.workspace_id,
@@ -290,8 +291,7 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             requested_at=now,
             not_before=not_before,
         )
-        run_id = conn.execute(stmt.returning(runs.c.id)).scalar_one()
-        return int(run_id)
+        return run_from_row(conn.execute(stmt.returning(*runs.c)).mappings().one())
 
     def _merge(
         self,
@@ -302,11 +302,11 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         decision: MergeDecision,
         *,
         now: datetime,
-    ) -> int | None:
+    ) -> Run | None:
         """Merge ``entry`` into ``run`` if it is still in the status it was read in.
 
         Returns:
-            The run's id, or ``None`` when the run moved on meanwhile (nothing written).
+            The merged run, or ``None`` when the run moved on meanwhile (nothing written).
         """
         changes: dict[str, Any] = {
             "context_snapshot": [context_to_json(e) for e in (*run.context, entry)],
@@ -318,14 +318,17 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             changes["source"] = request.source.value
         if not request.hold and run.status is RunStatus.QUEUED and run.not_before > now:
             changes["not_before"] = now
-        result = conn.execute(
-            sa.update(runs)
-            .where(runs.c.id == run.id, runs.c.status == run.status.value)
-            .values(**changes)
+        row = (
+            conn.execute(
+                sa.update(runs)
+                .where(runs.c.id == run.id, runs.c.status == run.status.value)
+                .values(**changes)
+                .returning(*runs.c)
+            )
+            .mappings()
+            .first()
         )
-        if result.rowcount != 1:
-            return None
-        return run.id
+        return None if row is None else run_from_row(row)
 
     def claim(self, *, now: datetime, node_id: str, lease: timedelta, limit: int) -> list[Run]:
         """Claim up to ``limit`` due runs, at most one per agent per call, oldest first.
