@@ -134,7 +134,7 @@ def test_channel_message_becomes_a_comment_that_wakes_the_assignee(api: Api) -> 
     assert denied.status_code == 403
     other_task = api.task(api.workspace("other")["id"])["id"]
     hidden = api.request("POST", f"/api/v1/channels/{other_task}/messages", json=body, token=token)
-    assert hidden.status_code == 404
+    assert hidden.status_code == 403, "refused before the task is looked up"
 
 
 def test_agent_settings_are_validated_and_admin_only(api: Api) -> None:

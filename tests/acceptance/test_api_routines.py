@@ -531,7 +531,7 @@ def test_webhook_errors(api: Api, office: Office) -> None:
     assert unknown.status_code == 404
     assert (not_json.status_code, error_of(not_json)["field"]) == (422, "body")
     assert not_object.status_code == 422
-    assert (too_big.status_code, error_of(too_big)["field"]) == (422, "body")
+    assert (too_big.status_code, error_of(too_big)["field"]) == (413, "body")
     assert (bad_key.status_code, error_of(bad_key)["field"]) == (422, "Idempotency-Key")
     assert (disabled.status_code, error_of(disabled)["field"]) == (409, "enabled")
     assert (paused.status_code, error_of(paused)["field"]) == (409, "status")

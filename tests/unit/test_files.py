@@ -83,6 +83,12 @@ def store(database: Database) -> Store:
     return Store.from_database(database)
 
 
+@pytest.fixture(autouse=True)
+def _exported_secret_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exports write ``${env:API_KEY}``; re-importing reads it from the environment."""
+    monkeypatch.setenv("API_KEY", "secret-value")
+
+
 def test_load_resolves_machine_values(config_dir: Path) -> None:
     config = load_config(config_dir)
 
@@ -264,11 +270,15 @@ def test_import_export_import_round_trip(
 
     assert (exported / "office.yml").is_file()
     assert sorted(p.name for p in (exported / "agents").iterdir()) == ["coder.yml", "lead.yml"]
+    # Executor env values are exported as references, read back from the environment
+    # (``API_KEY`` is set by ``_exported_secret_in_env``).
     reloaded = load_config(exported)
     # The coordinator got its "Coordinator heartbeat" routine when it was created.
     assert [(r.name, r.assignee) for r in reloaded.routines] == [(HEARTBEAT_NAME, "lead")]
     assert replace(reloaded, routines=()) == original
-    assert "secret-value" in (exported / "office.yml").read_text()
+    text = (exported / "office.yml").read_text()
+    assert "secret-value" not in text
+    assert "API_KEY: ${env:API_KEY}" in text
     assert not plan_import(store, reloaded).has_changes
 
 

@@ -1,8 +1,10 @@
 """Request dependencies: the service, bearer authentication and workspace scoping.
 
-Admin tokens reach everything. A run token reaches only its own workspace: an entity of
-any other workspace is reported exactly as a missing one (404), so ids of other tenants
-never leak. Admin-only operations answer 403 to run tokens.
+Admin tokens reach everything. A run token may call only the operations of
+:data:`office_scheduler.auth.RUN_TOKEN_SCOPES` (any other answers 403, checked here for
+every authenticated route, before the route runs) and reaches only its own workspace: an
+entity of any other workspace is reported exactly as a missing one (404), so ids of
+other tenants never leak.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from office_scheduler.auth import Principal
+from office_scheduler.auth import Principal, denial
 from office_scheduler.domain.errors import (
     AuthError,
     ForbiddenError,
@@ -51,17 +53,25 @@ def get_service(request: Request) -> Service:
 ServiceDep = Annotated[Service, Depends(get_service)]
 
 
+def operation_of(request: Request) -> str:
+    """The name of the API operation a request reached (its route's endpoint name)."""
+    route = request.scope.get("route")
+    return str(getattr(route, "name", "") or "")
+
+
 async def authenticate(
+    request: Request,
     service: ServiceDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
     """The caller of this request, from ``Authorization: Bearer <token>``.
 
     A run token also stops working as soon as its run has ended, even if its revocation
-    was missed.
+    was missed, and may call only the operations its scope table lists.
 
     Raises:
         AuthError: no bearer token, or an unknown, revoked or expired one (401).
+        ForbiddenError: a run token calling an operation outside its scope (403).
     """
     if credentials is None or not credentials.credentials:
         raise AuthError("missing bearer token")
@@ -75,6 +85,9 @@ async def authenticate(
             raise AuthError("invalid, revoked or expired token") from None
         if run.status.is_terminal:
             raise AuthError("invalid, revoked or expired token")
+    operation = operation_of(request)
+    if not principal.may(operation):
+        raise ForbiddenError(denial(operation))
     return principal
 
 

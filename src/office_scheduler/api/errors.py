@@ -27,11 +27,20 @@ from office_scheduler.domain.errors import (
     NotFoundError,
     OfficeError,
 )
+from office_scheduler.store.engine import is_connection_lost
 
 log = structlog.get_logger(__name__)
 
+
+class PayloadTooLargeError(InvalidInputError):
+    """A request body over its route's size limit (413); ``field`` is ``body``."""
+
+    code = "payload_too_large"
+
+
 #: HTTP status of each domain error (the most specific class wins).
 STATUS_BY_ERROR: tuple[tuple[type[OfficeError], int], ...] = (
+    (PayloadTooLargeError, 413),
     (NotFoundError, 404),
     (InvalidInputError, 422),
     (ConflictError, 409),
@@ -97,12 +106,19 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
 
 async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400:
+        # FastAPI's own "There was an error parsing the body" (a form or multipart body it
+        # cannot read): bad input, reported like every other validation error.
+        return error_response(422, InvalidInputError.code, "the body cannot be parsed", "body")
     code = _HTTP_CODES.get(exc.status_code, "error")
     return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
 
 
 class CatchAllMiddleware:
     """Turns an unexpected exception into a logged 500 JSON response without a traceback.
+
+    A lost database connection is a 503 with ``Retry-After: 1`` instead: the transaction
+    that failed was rolled back, and the pool reconnects for the next request.
 
     It sits inside Starlette's own error middleware, so the exception is logged here once
     and not re-raised to the server.
@@ -126,11 +142,23 @@ class CatchAllMiddleware:
 
         try:
             await self.app(scope, receive, watch)
-        except Exception:
-            log.exception("api_internal_error", method=scope.get("method"), path=scope.get("path"))
+        except Exception as exc:
+            where = {"method": scope.get("method"), "path": scope.get("path")}
             if started:
+                log.exception("api_internal_error", **where)
                 raise
-            response = error_response(500, "internal", "internal server error")
+            if is_connection_lost(exc):
+                # Nothing was committed by the failed transaction: the client may retry.
+                log.warning("api_database_unavailable", **where, error=str(exc))
+                response = error_response(
+                    503,
+                    "database_unavailable",
+                    "the database connection was lost; retry the request",
+                    headers={"Retry-After": "1"},
+                )
+            else:
+                log.exception("api_internal_error", **where)
+                response = error_response(500, "internal", "internal server error")
             await response(scope, receive, send)
 
 

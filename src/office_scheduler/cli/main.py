@@ -56,6 +56,7 @@ COMMANDS = {
     "cron": "cron:cron_group",
     "budget": "budgets:budget_group",
     "mcp": "mcp:mcp_command",
+    "token": "tokens:token_group",
 }
 
 

@@ -128,7 +128,15 @@ class OfficeRuntime:
 
         app = create_app(self.service, lifespan_manages_service=False)
         config = uvicorn.Config(
-            app, log_config=None, lifespan="on", timeout_graceful_shutdown=5, access_log=True
+            app,
+            log_config=None,
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+            access_log=True,
+            # Slow or idle clients: an idle keep-alive connection closes after 5 s, and a
+            # request line plus headers over 64 KiB is refused (docs/security.md).
+            timeout_keep_alive=5,
+            h11_max_incomplete_event_size=64 * 1024,
         )
         self._server = _EmbeddedServer(config)
         self._serving = asyncio.create_task(self._server.serve(sockets=[sock]), name="http")

@@ -14,6 +14,7 @@ from office_scheduler.domain.models import ExecutorConfig
 from office_scheduler.domain.routines import Routine, RoutineTrigger, RoutineVariable, TriggerKind
 from office_scheduler.files.budgets import budgets_data
 from office_scheduler.files.routines import trigger_order
+from office_scheduler.files.secret_refs import env_reference
 from office_scheduler.store.facade import Store
 
 
@@ -52,7 +53,8 @@ def _executor_data(config: ExecutorConfig) -> dict[str, Any]:
     return {
         "kind": config.kind,
         "argv": list(config.argv),
-        "env": dict(config.env),
+        # Values are secrets: written as references, read back from the environment.
+        "env": {name: env_reference(name) for name in config.env},
         "cwd": config.cwd,
         "timeout_s": _number(config.timeout_s),
         "inactivity_timeout_s": _number(config.inactivity_timeout_s),
@@ -121,8 +123,10 @@ def _routine_data(
 def export_config(store: Store, workspace_id: str, directory: Path | str) -> Path:
     """Write the workspace's config to ``directory`` in the format :func:`load_config` reads.
 
-    Executor ``env`` values are written as stored. Routine files name their assignee by
-    agent name; webhook secrets are not written, and public ids only in a comment.
+    Executor ``env`` values are never written: each is the reference ``${env:NAME}``,
+    which ``office import`` reads from its own environment. Routine files name their
+    assignee by agent name; webhook secrets are not written, and public ids only in a
+    comment.
 
     Returns:
         The directory written.

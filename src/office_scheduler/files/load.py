@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
@@ -16,6 +17,7 @@ from office_scheduler.files.budgets import check_budget_names, load_budgets
 from office_scheduler.files.fields import Fields, read_yaml
 from office_scheduler.files.model import AgentSpec, OfficeConfig, ProjectSpec, RoutineSpec
 from office_scheduler.files.routines import load_routine
+from office_scheduler.files.secret_refs import resolve_env_value
 from office_scheduler.store.agent_rules import permission_policy
 
 EXECUTOR_KINDS = ("command", "acp")
@@ -41,11 +43,18 @@ def _executor(name: str, data: object, root: Path) -> ExecutorConfig:
         for k, v in env_data.items()
     ):
         raise spec.error("env", "must map names to string values")
+    env: dict[str, str] = {}
+    for key, value in env_data.items():
+        # ``${env:NAME}`` (what export writes) is read from the importing process.
+        resolved = resolve_env_value(str(value), os.environ)
+        if resolved is None:
+            raise spec.error(f"env.{key}", f"refers to {value}, which is not set")
+        env[str(key)] = resolved
     config = ExecutorConfig(
         name=name,
         kind=kind,
         argv=argv,
-        env={str(k): str(v) for k, v in env_data.items()},
+        env=env,
         cwd=spec.optional_text("cwd"),
         timeout_s=spec.number("timeout_s", 3600.0, minimum=1),
         inactivity_timeout_s=spec.number("inactivity_timeout_s", 600.0, minimum=1),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,12 +15,13 @@ import structlog
 
 from office_scheduler.domain.events import RunStarted
 from office_scheduler.domain.execution import Launch, Outcome
-from office_scheduler.domain.models import ExecutorConfig
+from office_scheduler.domain.models import ExecutorConfig, Run
 from office_scheduler.domain.status import InboxKind, OutcomeStatus, RunReason, RunStatus
 from office_scheduler.pipeline.budget import record_cost
 from office_scheduler.pipeline.context import RunContext
 from office_scheduler.pipeline.output import OutputRecorder
 from office_scheduler.pipeline.prompting import build_run_prompt
+from office_scheduler.pipeline.redaction import Redactor
 from office_scheduler.pipeline.retries import record_failure
 from office_scheduler.pipeline.storable import storable_outcome
 from office_scheduler.pipeline.summary import record_summary
@@ -165,7 +166,7 @@ async def open_session(ctx: RunContext, call_next: Next) -> None:
     await call_next()
 
 
-async def _mark_running(ctx: RunContext, config: ExecutorConfig) -> bool:
+async def _mark_running(ctx: RunContext, config: ExecutorConfig) -> Run | None:
     """Flip claimed → running with the context version the prompt was built from.
 
     A wake merged after the prompt was built bumps the version; rebuild and retry so the
@@ -182,12 +183,13 @@ async def _mark_running(ctx: RunContext, config: ExecutorConfig) -> bool:
             executor=config.name,
             session_id=ctx.session.id if ctx.session else None,
             now=ctx.deps.clock.now(),
+            prompt_kind=ctx.extras.get("prompt_kind"),
         )
-        if started:
-            return True
+        if started is not None:
+            return started
         current = await asyncio.to_thread(queue.get_run, ctx.run.id)
         if current.status is not RunStatus.CLAIMED:
-            return False
+            return None
         await ctx.event("prompt_rebuilt", "a wake merged in after the prompt was built")
         await _build_prompt(ctx)
 
@@ -215,7 +217,8 @@ async def launch(ctx: RunContext, call_next: Next) -> None:
     assert ctx.session is not None
     assert ctx.agent is not None
     deps = ctx.deps
-    if not await _mark_running(ctx, config):
+    started = await _mark_running(ctx, config)
+    if started is None:
         return
     now = deps.clock.now()
     ttl = config.timeout_s + deps.settings.shutdown_grace.total_seconds() + 300
@@ -227,8 +230,8 @@ async def launch(ctx: RunContext, call_next: Next) -> None:
         now=now,
         ttl=timedelta(seconds=ttl),
     )
-    started = await asyncio.to_thread(deps.store.queue.get_run, ctx.run.id)
     await ctx.event("launched", f"{config.name} session started", executor=config.name)
+    await ctx.flush_events()  # the decisions so far are visible while the session runs
     await deps.publish(RunStarted(run=started))
     assert ctx.prompt is not None
     request = Launch(
@@ -245,14 +248,22 @@ async def launch(ctx: RunContext, call_next: Next) -> None:
         permission_policy=ctx.agent.permission_policy,
         full_prompt=ctx.extras.get("full_prompt"),
     )
+    redactor = Redactor([token, *config.env.values()])
     recorder = OutputRecorder(
-        store=deps.store, clock=deps.clock, run_id=ctx.run.id, limit=deps.settings.max_output_events
+        store=deps.store,
+        clock=deps.clock,
+        run_id=ctx.run.id,
+        limit=deps.settings.max_output_events,
+        redactor=redactor,
     )
     executor = deps.executors[config.kind]
     try:
         outcome = await executor.run(request, recorder)
     finally:
         await recorder.close()
+    outcome = replace(
+        outcome, message=redactor.text(outcome.message), result=redactor.data(outcome.result)
+    )
     ctx.extras["outcome"] = outcome
     await _record_outcome(ctx, outcome)
     await call_next()

@@ -3,7 +3,9 @@
 Everything recorded is made storable first (:mod:`office_scheduler.pipeline.storable`):
 NUL characters and lone surrogates are removed from lines, messages and event ``data``,
 lines and messages are capped at :data:`MAX_LINE_CHARS` characters, and event ``data``
-is size-capped (4,000 characters per string, about 16,000 per event).
+is size-capped (4,000 characters per string, about 16,000 per event). The run's secrets
+(its token, its executor's ``env`` values) are masked first
+(:mod:`office_scheduler.pipeline.redaction`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from office_scheduler.clock import Clock
+from office_scheduler.pipeline.redaction import Redactor
 from office_scheduler.pipeline.storable import cap_event_data, clean_text
 from office_scheduler.store.facade import Store
 
@@ -30,8 +33,17 @@ class OutputRecorder:
     not stored, and one ``output_truncated`` event says how many were dropped.
     """
 
-    def __init__(self, *, store: Store, clock: Clock, run_id: int, limit: int) -> None:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Clock,
+        run_id: int,
+        limit: int,
+        redactor: Redactor | None = None,
+    ) -> None:
         self._store = store
+        self._redact = redactor or Redactor(())
         self._clock = clock
         self._run_id = run_id
         self._limit = limit
@@ -42,15 +54,7 @@ class OutputRecorder:
 
     async def started(self, pid: int) -> None:
         """Record the session's process id on the run and in its log."""
-        await asyncio.to_thread(self._store.queue.set_pid, self._run_id, pid)
-        await asyncio.to_thread(
-            self._store.runlog.add_run_event,
-            self._run_id,
-            kind="process_started",
-            message=f"pid {pid}",
-            data={"pid": pid},
-            now=self._clock.now(),
-        )
+        await asyncio.to_thread(self._store.queue.set_pid, self._run_id, pid, now=self._clock.now())
 
     async def output(self, stream: str, line: str) -> None:
         """Buffer one output line; flush when the batch is full or old enough."""
@@ -58,7 +62,7 @@ class OutputRecorder:
             self._dropped += 1
             return
         self._stored += 1
-        line = clean_text(line, limit=MAX_LINE_CHARS)
+        line = clean_text(self._redact.text(line), limit=MAX_LINE_CHARS)
         self._buffer.append((self._run_id, f"output.{stream}", line, {}, self._clock.now()))
         loop_now = asyncio.get_running_loop().time()
         if len(self._buffer) >= BATCH_LINES or loop_now - self._last_flush >= BATCH_SECONDS:
@@ -71,7 +75,8 @@ class OutputRecorder:
         ``acp`` executor caps its own), and decisions such as a session fallback or a
         permission answer must not be lost behind a flood of output.
         """
-        message = clean_text(message, limit=MAX_LINE_CHARS)
+        message = clean_text(self._redact.text(message), limit=MAX_LINE_CHARS)
+        data = self._redact.data(data)
         record = (self._run_id, clean_text(kind, limit=100), message, cap_event_data(data))
         self._buffer.append((*record, self._clock.now()))
         loop_now = asyncio.get_running_loop().time()

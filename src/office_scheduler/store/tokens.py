@@ -14,6 +14,7 @@ from office_scheduler.domain.models import ApiToken
 from office_scheduler.domain.status import TokenKind
 from office_scheduler.store.engine import Database
 from office_scheduler.store.ids import new_id
+from office_scheduler.store.pagination import Page, check_limit, decode_cursor, make_page
 from office_scheduler.store.rows import token_from_row
 from office_scheduler.store.schema import api_tokens
 from office_scheduler.store.sql import all_rows, first_row, unique_conflict
@@ -141,6 +142,59 @@ class TokenStore:
         query = query.order_by(api_tokens.c.created_at, api_tokens.c.id)
         with self._db.read() as conn:
             return [token_from_row(row) for row in all_rows(conn, query)]
+
+    def page(
+        self,
+        *,
+        now: datetime,
+        kind: TokenKind | None = None,
+        active: bool | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[ApiToken]:
+        """Return one page of tokens, newest first (``created_at``, then id).
+
+        Args:
+            now: the instant ``active`` is judged at (neither revoked nor expired).
+            kind: only tokens of this kind.
+            active: only active (``True``) or only revoked/expired (``False``) tokens.
+            limit: page size (capped at 500).
+            cursor: ``next_cursor`` of the previous page.
+
+        Raises:
+            InvalidInputError: a bad ``kind``, ``limit`` or ``cursor`` (named in ``field``).
+        """
+        limit = check_limit(limit)
+        query = sa.select(api_tokens)
+        if kind is not None:
+            wanted = enum_value(TokenKind, kind, field="kind")
+            query = query.where(api_tokens.c.kind == wanted.value)
+        if active is not None:
+            query = query.where(_active(now) if active else sa.not_(_active(now)))
+        if cursor is not None:
+            before_at, before_id = decode_cursor(cursor, (datetime, str))
+            query = query.where(
+                sa.or_(
+                    api_tokens.c.created_at < before_at,
+                    sa.and_(api_tokens.c.created_at == before_at, api_tokens.c.id < before_id),
+                )
+            )
+        query = query.order_by(api_tokens.c.created_at.desc(), api_tokens.c.id.desc())
+        with self._db.read() as conn:
+            found = [token_from_row(row) for row in all_rows(conn, query.limit(limit + 1))]
+        return make_page(found, limit=limit, key=lambda token: (token.created_at, token.id))
+
+    def get(self, token_id: str) -> ApiToken:
+        """Return one token's record.
+
+        Raises:
+            NotFoundError: no such token (field ``token_id``).
+        """
+        with self._db.read() as conn:
+            row = first_row(conn, sa.select(api_tokens).where(api_tokens.c.id == token_id))
+        if row is None:
+            raise NotFoundError(f"token {token_id} not found", field="token_id")
+        return token_from_row(row)
 
     def count_active_admin(self, now: datetime) -> int:
         """Return how many admin tokens are neither revoked nor expired at ``now``."""

@@ -16,6 +16,7 @@ from office_scheduler.api.routes import (
     queue,
     routines,
     tasks,
+    tokens,
     webhooks,
     workspaces,
 )
@@ -36,6 +37,7 @@ for _module in (
     approvals,
     inbox,
     channels,
+    tokens,
 ):
     api_router.include_router(_module.router, prefix="/api/v1")
 #: Public, outside ``/api/v1``: the webhook trigger's signing mode authenticates the caller.

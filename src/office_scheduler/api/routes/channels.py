@@ -3,8 +3,8 @@
 The comment is a person's (``author_kind`` ``user``) with ``channel`` and
 ``external_author`` set, posted through the normal comment path, so on an assigned Office
 task it wakes the assignee (source ``comment``, key ``comment:<comment_id>``); on any
-other task it wakes nobody. Integrations use an admin token; a run token gets 403 (404
-when the task is in another workspace).
+other task it wakes nobody. Integrations use an admin token; a run token gets 403 (before the
+task is looked up, so it learns nothing about other workspaces' tasks).
 """
 
 from __future__ import annotations

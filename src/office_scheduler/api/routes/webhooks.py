@@ -13,9 +13,9 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from office_scheduler.api.errors import PayloadTooLargeError
 from office_scheduler.api.views import ErrorOut
 from office_scheduler.api.views_routines import RoutineRunOut, WebhookFiredOut
-from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.routines.webhooks import MAX_BODY_BYTES
 from office_scheduler.service import Service
 
@@ -28,7 +28,12 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         "model": ErrorOut,
         "description": "a replayed signed delivery, a disabled trigger or an inactive routine",
     },
+    413: {"model": ErrorOut, "description": "a body larger than 256 KiB"},
     422: {"model": ErrorOut, "description": "a body that is not a JSON object, or a bad variable"},
+    429: {
+        "model": ErrorOut,
+        "description": "too many requests to this URL; `Retry-After` says when to retry",
+    },
 }
 
 
@@ -36,13 +41,13 @@ async def _raw_body(request: Request) -> bytes:
     """The request body exactly as sent, refusing more than the webhook limit (256 KiB)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise InvalidInputError("body is larger than 256 KiB", field="body")
+        raise PayloadTooLargeError("body is larger than 256 KiB", field="body")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > MAX_BODY_BYTES:
-            raise InvalidInputError("body is larger than 256 KiB", field="body")
+            raise PayloadTooLargeError("body is larger than 256 KiB", field="body")
         chunks.append(chunk)
     return b"".join(chunks)
 
