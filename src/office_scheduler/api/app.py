@@ -10,8 +10,10 @@ from fastapi import Depends, FastAPI
 from office_scheduler import __version__
 from office_scheduler.api.deps import reject_nul
 from office_scheduler.api.errors import install_error_handlers
+from office_scheduler.api.limits import install_limits
 from office_scheduler.api.routes import api_router
 from office_scheduler.service import Service
+from office_scheduler.web import install_dashboard
 
 
 def create_app(service: Service, *, lifespan_manages_service: bool = False) -> FastAPI:
@@ -46,5 +48,8 @@ def create_app(service: Service, *, lifespan_manages_service: bool = False) -> F
     )
     app.state.service = service
     install_error_handlers(app)
+    install_limits(app)
     app.include_router(api_router)
+    # The web dashboard at / (its routes stay out of the OpenAPI schema).
+    install_dashboard(app)
     return app
