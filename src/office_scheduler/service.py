@@ -185,6 +185,9 @@ class Service:
                     RunReason.INTERNAL_ERROR,
                     error=f"internal error ({type(exc).__name__}): {exc}",
                 )
+        finally:
+            with contextlib.suppress(Exception):
+                await ctx.flush_events()  # decisions of a run that ended without end()
 
     def _lock_sqlite(self) -> bool:
         """Take the one-scheduler lock of a SQLite file; false on other databases."""

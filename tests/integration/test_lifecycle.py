@@ -71,7 +71,7 @@ def _running_run(store: Store, clock: FakeClock, pid: int | None, session_id: st
         now=now,
     )
     if pid is not None:
-        store.queue.set_pid(run.id, pid)
+        store.queue.set_pid(run.id, pid, now=now)
     return run.id
 
 

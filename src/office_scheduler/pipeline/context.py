@@ -29,6 +29,7 @@ from office_scheduler.executors.base import Executor
 from office_scheduler.pipeline.storable import clean_json, short_error
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
+from office_scheduler.store.runlog import RunEventRow
 
 log = structlog.get_logger(__name__)
 
@@ -71,16 +72,23 @@ class RunContext:
     ended: Run | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
+    pending_events: list[RunEventRow] = field(default_factory=list)
+
     async def event(self, kind: str, message: str = "", **data: Any) -> None:
-        """Append a line to the run's event log."""
-        await asyncio.to_thread(
-            self.deps.store.runlog.add_run_event,
-            self.run.id,
-            kind=kind,
-            message=message,
-            data=data,
-            now=self.deps.clock.now(),
-        )
+        """Append a line to the run's event log (written at the next :meth:`flush_events`).
+
+        Decisions are buffered and written together: before the session starts, when the
+        run ends, and when the pipeline returns, so a run costs a few event transactions
+        instead of one per decision. ``at`` is the instant of the decision.
+        """
+        self.pending_events.append((self.run.id, kind, message, data, self.deps.clock.now()))
+
+    async def flush_events(self) -> None:
+        """Write the buffered decisions in one transaction (no-op when there are none)."""
+        if not self.pending_events:
+            return
+        events, self.pending_events = self.pending_events, []
+        await asyncio.to_thread(self.deps.store.runlog.add_run_events, events)
 
     async def end(
         self,
@@ -114,11 +122,12 @@ class RunContext:
             seen_version=self.prompt_version or self.run.context_version,
             claimed_at=self.run.claimed_at,
         )
-        await asyncio.to_thread(self.deps.tokens.revoke_run, self.run.id, now=now)
         if ended is None:
+            await self.flush_events()
             return
         self.ended = ended
         await self.event(f"run_{status.value}", error or reason.value, reason=reason.value)
+        await self.flush_events()
         # Skips and cancels by a guard go to the activity log (one place for every guard).
         await asyncio.to_thread(self.deps.store.runlog.log_run_skip, ended, now=now)
         log.info(
@@ -162,7 +171,7 @@ class RunContext:
             node_id=self.deps.settings.node_id,
             claimed_at=self.run.claimed_at,
         )
-        await asyncio.to_thread(self.deps.tokens.revoke_run, self.run.id, now=now)
+        await self.flush_events()
         if parked is not None:
             self.ended = parked
         return parked

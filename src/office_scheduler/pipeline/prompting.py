@@ -153,7 +153,6 @@ async def build_run_prompt(
     ctx.extras["prompt_kind"] = kind.value
     ctx.prompt = prompt
     ctx.prompt_version = data.run.context_version
-    await asyncio.to_thread(store.queue.set_prompt_kind, data.run.id, kind.value)
     size = len(prompt.encode("utf-8"))
     details: dict[str, Any] = {
         "prompt_kind": kind.value,

@@ -53,6 +53,9 @@ def write_summary(store: Store, run: Run, agent_name: str) -> ContinuationSummar
     scope = summary_scope(run.context)
     previous = store.summaries.get_summary(run.agent_id, scope)
     since = previous.updated_at if previous else run.finished_at - FIRST_WINDOW
+    blockers = store.summaries.active_blockers(run.agent_id)
+    # Names are only needed to say who holds a blocked task.
+    names = {a.id: a.name for a in store.office.list_agents(run.workspace_id)} if blockers else {}
     built = build_summary(
         SummaryInput(
             agent_name=agent_name,
@@ -64,9 +67,9 @@ def write_summary(store: Store, run: Run, agent_name: str) -> ContinuationSummar
             stats=store.summaries.activity_stats(
                 run.workspace_id, since=since, until=run.finished_at
             ),
-            blockers=store.summaries.active_blockers(run.agent_id),
+            blockers=blockers,
             previous=previous.content if previous else "",
-            agent_names={a.id: a.name for a in store.office.list_agents(run.workspace_id)},
+            agent_names=names,
         )
     )
     return store.summaries.upsert_summary(

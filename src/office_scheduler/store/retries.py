@@ -29,6 +29,7 @@ from office_scheduler.store.queue_common import (
     lock_agent,
     release_checkouts,
     release_stale_checkout,
+    revoke_run_tokens,
     stamp_cooldown,
 )
 from office_scheduler.store.rows import agent_from_row, run_from_row
@@ -112,6 +113,7 @@ class RetryTransitions:
             if run is None:
                 return None
             release_checkouts(conn, [run.id])
+            revoke_run_tokens(conn, run.id, now)
             if run.started_at is not None:
                 stamp_cooldown(conn, run.agent_id, now)
             return run

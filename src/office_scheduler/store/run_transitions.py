@@ -18,10 +18,11 @@ from office_scheduler.store.queue_common import (
     get_run,
     lock_agent,
     release_checkouts,
+    revoke_run_tokens,
     stamp_cooldown,
 )
 from office_scheduler.store.rows import context_to_json, run_from_row
-from office_scheduler.store.schema import agents, runs, tasks, wakeup_requests
+from office_scheduler.store.schema import agents, run_events, runs, tasks, wakeup_requests
 from office_scheduler.store.sql import insert
 
 
@@ -39,40 +40,62 @@ class RunTransitions:
         executor: str,
         session_id: str | None,
         now: datetime,
-    ) -> bool:
+        prompt_kind: str | None = None,
+    ) -> Run | None:
         """Move a claimed run to ``running`` if its context is still ``expected_version``.
 
+        Args:
+            run_id: the claimed run.
+            expected_version: the ``context_version`` the prompt was built from.
+            prompt: the prompt the session gets.
+            executor: the executor configuration's name.
+            session_id: the session record of this launch.
+            now: the start instant (UTC).
+            prompt_kind: ``full`` or a resume ``delta`` (recorded with the prompt).
+
         Returns:
-            False when a wake merged into the run after its prompt was built (rebuild and
-            try again) or the run is no longer claimed.
+            The running run, or ``None`` when a wake merged into the run after its prompt
+            was built (rebuild and try again) or the run is no longer claimed.
         """
+        values: dict[str, Any] = {
+            "status": RunStatus.RUNNING.value,
+            "started_at": now,
+            "prompt": prompt,
+            "executor": executor,
+            "session_id": session_id,
+        }
+        if prompt_kind is not None:
+            values["prompt_kind"] = prompt_kind
         with self._db.write() as conn:
-            result = conn.execute(
-                sa.update(runs)
-                .where(
-                    runs.c.id == run_id,
-                    runs.c.status == RunStatus.CLAIMED.value,
-                    runs.c.context_version == expected_version,
+            row = (
+                conn.execute(
+                    sa.update(runs)
+                    .where(
+                        runs.c.id == run_id,
+                        runs.c.status == RunStatus.CLAIMED.value,
+                        runs.c.context_version == expected_version,
+                    )
+                    .values(**values)
+                    .returning(*runs.c)
                 )
-                .values(
-                    status=RunStatus.RUNNING.value,
-                    started_at=now,
-                    prompt=prompt,
-                    executor=executor,
-                    session_id=session_id,
-                )
+                .mappings()
+                .first()
             )
-            return result.rowcount == 1
+            return None if row is None else run_from_row(row)
 
-    def set_prompt_kind(self, run_id: int, kind: str) -> None:
-        """Record whether the run's prompt is ``full`` or a resume ``delta``."""
-        with self._db.write() as conn:
-            conn.execute(sa.update(runs).where(runs.c.id == run_id).values(prompt_kind=kind))
-
-    def set_pid(self, run_id: int, pid: int) -> None:
-        """Record the process id of the run's agent session."""
+    def set_pid(self, run_id: int, pid: int, *, now: datetime) -> None:
+        """Record the process id of the run's agent session, and log it (one transaction)."""
         with self._db.write() as conn:
             conn.execute(sa.update(runs).where(runs.c.id == run_id).values(pid=pid))
+            conn.execute(
+                sa.insert(run_events).values(
+                    run_id=run_id,
+                    kind="process_started",
+                    message=f"pid {pid}",
+                    data={"pid": pid},
+                    at=now,
+                )
+            )
 
     def finish_run(
         self,
@@ -143,6 +166,7 @@ class RunTransitions:
                 return None
             run = run_from_row(row)
             release_checkouts(conn, [run.id])
+            revoke_run_tokens(conn, run.id, now)
             if (
                 run.started_at is None
                 and seen_version is not None

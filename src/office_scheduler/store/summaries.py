@@ -65,9 +65,8 @@ def _summary_from_row(row: Row) -> ContinuationSummary:
     )
 
 
-def _count(conn: Connection, table: sa.Table, *where: Any) -> int:
-    query = sa.select(sa.func.count()).select_from(table).where(*where)
-    return int(conn.execute(query).scalar_one())
+def _count(table: sa.Table, *where: Any) -> sa.ScalarSelect[Any]:
+    return sa.select(sa.func.count()).select_from(table).where(*where).scalar_subquery()
 
 
 def _managed_agent_ids(conn: Connection, agent_id: str) -> list[str]:
@@ -132,15 +131,7 @@ class SummaryStore:
                 agent_id=agent_id, scope=scope, **values
             )
             stmt = stmt.on_conflict_do_update(index_elements=["agent_id", "scope"], set_=values)
-            conn.execute(stmt)
-            row = first_row(
-                conn,
-                sa.select(continuation_summaries).where(
-                    continuation_summaries.c.agent_id == agent_id,
-                    continuation_summaries.c.scope == scope,
-                ),
-            )
-            assert row is not None
+            row = conn.execute(stmt.returning(*continuation_summaries.c)).mappings().one()
             return _summary_from_row(row)
 
     def activity_stats(
@@ -152,47 +143,50 @@ class SummaryStore:
         """
         window_tasks = (tasks.c.updated_at > since, tasks.c.updated_at <= until)
         window_inbox = (inbox_items.c.created_at > since, inbox_items.c.created_at <= until)
-        with self._db.read() as conn:
-            return ActivityStats(
-                since=since,
-                until=until,
-                completed_tasks=_count(
-                    conn,
-                    tasks,
-                    tasks.c.workspace_id == workspace_id,
-                    tasks.c.state == TaskState.DONE.value,
-                    *window_tasks,
-                ),
-                failed_runs=_count(
-                    conn,
-                    runs,
-                    runs.c.workspace_id == workspace_id,
-                    runs.c.status == RunStatus.FAILED.value,
-                    runs.c.finished_at > since,
-                    runs.c.finished_at <= until,
-                ),
-                agent_error_escalations=_count(
-                    conn,
-                    inbox_items,
-                    inbox_items.c.workspace_id == workspace_id,
-                    inbox_items.c.kind == InboxKind.AGENT_ERROR.value,
-                    *window_inbox,
-                ),
-                budget_signals=_count(
-                    conn,
-                    inbox_items,
-                    inbox_items.c.workspace_id == workspace_id,
-                    inbox_items.c.kind.in_(_BUDGET_KINDS),
-                    *window_inbox,
-                ),
-                open_tasks=_count(
-                    conn,
-                    tasks,
-                    tasks.c.workspace_id == workspace_id,
-                    tasks.c.state.in_([state.value for state in ACTIONABLE_TASK_STATES]),
-                    tasks.c.archived_at.is_(None),
-                ),
-            )
+        counts = sa.select(
+            _count(
+                tasks,
+                tasks.c.workspace_id == workspace_id,
+                tasks.c.state == TaskState.DONE.value,
+                *window_tasks,
+            ),
+            _count(
+                runs,
+                runs.c.workspace_id == workspace_id,
+                runs.c.status == RunStatus.FAILED.value,
+                runs.c.finished_at > since,
+                runs.c.finished_at <= until,
+            ),
+            _count(
+                inbox_items,
+                inbox_items.c.workspace_id == workspace_id,
+                inbox_items.c.kind == InboxKind.AGENT_ERROR.value,
+                *window_inbox,
+            ),
+            _count(
+                inbox_items,
+                inbox_items.c.workspace_id == workspace_id,
+                inbox_items.c.kind.in_(_BUDGET_KINDS),
+                *window_inbox,
+            ),
+            _count(
+                tasks,
+                tasks.c.workspace_id == workspace_id,
+                tasks.c.state.in_([state.value for state in ACTIONABLE_TASK_STATES]),
+                tasks.c.archived_at.is_(None),
+            ),
+        )
+        with self._db.read() as conn:  # one round trip for the five counts
+            completed, failed, escalations, budget, open_tasks = conn.execute(counts).one()
+        return ActivityStats(
+            since=since,
+            until=until,
+            completed_tasks=int(completed),
+            failed_runs=int(failed),
+            agent_error_escalations=int(escalations),
+            budget_signals=int(budget),
+            open_tasks=int(open_tasks),
+        )
 
     def active_blockers(self, agent_id: str, *, limit: int = 20) -> list[ActiveBlocker]:
         """Stuck tasks of the agents ``agent_id`` manages, oldest change first.
