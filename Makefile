@@ -38,8 +38,9 @@ pytest: $(STAMP)
 test-real-agents: $(STAMP)
 	$(BIN)/pytest -q -m real_agents tests/integration/test_acp_real_agents.py
 
+# All benchmarks, about 10 minutes; BENCH_ARGS="--only claim --claim-sizes 10000" etc.
 bench: $(STAMP)
-	$(BIN)/python bench/bench_cron.py
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 test: lint typecheck pytest
 

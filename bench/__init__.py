@@ -1,0 +1,1 @@
+"""The benchmark harness of Office Scheduler (``make bench``; see ``bench/README.md``)."""
