@@ -13,7 +13,7 @@ import asyncio
 from office_scheduler.clock import Clock
 from office_scheduler.domain.events import RunEnded, TaskUpdated
 from office_scheduler.domain.routines import RoutineRunStatus
-from office_scheduler.domain.status import RunStatus, TaskState
+from office_scheduler.domain.status import RunStatus, TaskState, WakeSource
 from office_scheduler.events.bus import EventBus
 from office_scheduler.store.facade import Store
 
@@ -61,6 +61,8 @@ class RoutineRunSubscribers:
         status = _RUN_ENDINGS.get(run.status)
         if run.task_id is not None or status is None:
             return
+        if all(entry.source is not WakeSource.ROUTINE for entry in run.context):
+            return  # only a run a routine's wake landed in is linked to a routine run
         reason = run.reason.value if run.reason else None
         await asyncio.to_thread(
             self._store.routines.end_linked,

@@ -9,7 +9,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from office_scheduler.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from office_scheduler.domain.errors import InvalidInputError, NotFoundError
 from office_scheduler.domain.models import ApiToken
 from office_scheduler.domain.status import TokenKind
 from office_scheduler.store.engine import Database
@@ -84,14 +84,10 @@ class TokenStore:
             "expires_at": expires_at,
         }
         message = "a token with this hash already exists"
+        # The unique index on token_hash decides a collision (reported as ConflictError).
         with unique_conflict(field="token_hash", message=message), self._db.write() as conn:
-            taken = sa.select(api_tokens.c.id).where(api_tokens.c.token_hash == token_hash)
-            if conn.execute(taken).first() is not None:
-                raise ConflictError(message, field="token_hash")
-            conn.execute(sa.insert(api_tokens).values(values))
-            row = first_row(conn, sa.select(api_tokens).where(api_tokens.c.id == token_id))
-            assert row is not None
-            return token_from_row(row)
+            stmt = sa.insert(api_tokens).values(values).returning(*api_tokens.c)
+            return token_from_row(conn.execute(stmt).mappings().one())
 
     def find_active(self, token_hash: str, *, now: datetime) -> ApiToken | None:
         """Return the token with this hash when it is neither revoked nor expired at ``now``."""
