@@ -34,6 +34,7 @@ from office_scheduler.domain.status import AgentRole, RunReason, RunStatus
 from office_scheduler.store import migrate
 from office_scheduler.store.engine import normalise_url, open_database
 from office_scheduler.store.facade import Store
+from office_scheduler.store.queue_heads import reconcile_heads
 from office_scheduler.store.schema import runs
 
 DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -82,6 +83,7 @@ def _seed(url: str, schema: str, agent_count: int) -> None:
         ]
         with db.write() as conn:
             conn.execute(sa.insert(runs), rows)
+            reconcile_heads(conn)  # loaded behind the store's back
         with db.write() as conn:
             conn.exec_driver_sql("ANALYZE")  # as autovacuum would: the planner needs stats
     finally:

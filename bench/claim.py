@@ -37,6 +37,7 @@ from bench.common import (
 from bench.seed import RUN_COLUMNS, analyze, copy_rows, run_row, seed_office
 from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
+from office_scheduler.store.queue_heads import refresh_heads
 from office_scheduler.store.schema import agents, run_events, runs
 
 AGENTS = 1000
@@ -120,6 +121,8 @@ def _put_back(db: Database, run_id: int) -> None:
             .where(runs.c.id == run_id)
             .values(status="queued", claimed_at=None, claimed_by=None, lease_expires_at=None)
         )
+        owner = sa.select(runs.c.agent_id).where(runs.c.id == run_id).scalar_subquery()
+        refresh_heads(conn, [conn.execute(sa.select(owner)).scalar_one()])
 
 
 def measure(store: Store, samples: int, blocked: set[str]) -> tuple[list[float], int]:

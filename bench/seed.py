@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from bench.common import SQLITE_TS
 from office_scheduler.store.engine import Database
+from office_scheduler.store.queue_heads import reconcile_heads
 from office_scheduler.store.schema import agents, workflows, workspace_settings, workspaces
 
 RUN_COLUMNS = (
@@ -45,7 +46,21 @@ def _sqlite_value(value: Any) -> Any:
 def copy_rows(
     db: Database, table: str, columns: tuple[str, ...], rows: Iterator[tuple[Any, ...]]
 ) -> int:
-    """Insert ``rows`` (tuples in ``columns`` order) fast; returns how many."""
+    """Insert ``rows`` (tuples in ``columns`` order) fast; returns how many.
+
+    Runs loaded this way bypass the store, so the agents' queue heads are corrected
+    afterwards, as the maintenance loop would do.
+    """
+    count = _copy(db, table, columns, rows)
+    if table == "runs":
+        with db.write() as conn:
+            reconcile_heads(conn)
+    return count
+
+
+def _copy(
+    db: Database, table: str, columns: tuple[str, ...], rows: Iterator[tuple[Any, ...]]
+) -> int:
     raw = db.writer.raw_connection()
     count = 0
     try:

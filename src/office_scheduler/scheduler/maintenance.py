@@ -100,12 +100,25 @@ class MaintenanceLoop(OwnedLoop):
 
     async def tick(self) -> list[int]:
         """One maintenance pass; returns the ids of runs whose expired lease was recovered."""
+        await self.correct_queue_heads()
         recovered = await self.recover_stale_claims()
         await self.reap_leaked_checkouts()
         await self.promote_due_retries()
         await self.recovery_sweep()
         await redrive_decisions(self._store, self._clock, self._publish, self._enqueue)
         return recovered
+
+    async def correct_queue_heads(self) -> int:
+        """Correct agents' queue heads that are later than their queued runs (a safety net).
+
+        Returns:
+            How many heads were late; each is logged, since the store keeps them right.
+        """
+        late = await asyncio.to_thread(self._store.queue.reconcile_heads)
+        if late:
+            log.warning("queue_heads_corrected", agents=late)
+            self._poke_runs()
+        return late
 
     async def recover_stale_claims(self) -> list[int]:
         """Put claimed/running runs whose lease expired back to ``queued`` (not a failure)."""

@@ -19,7 +19,6 @@ from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.models import ContextEntry, Run, WakeRequest, WakeupRequest
 from office_scheduler.domain.status import (
     CLAIMABLE_AGENT_STATUSES,
-    LIVE_RUN_STATUSES,
     Classification,
     IntakeOutcome,
     MergeDecision,
@@ -30,11 +29,18 @@ from office_scheduler.store.activity import activity_values, insert_activity
 from office_scheduler.store.engine import Database
 from office_scheduler.store.notify import notify_wake
 from office_scheduler.store.queue_common import get_run, lock_agent
+from office_scheduler.store.queue_heads import reconcile_heads, refresh_heads
 from office_scheduler.store.recovery import RecoveryQueries
 from office_scheduler.store.retries import RetryTransitions
 from office_scheduler.store.rows import context_to_json, run_from_row, wakeup_from_row
 from office_scheduler.store.run_transitions import RunTransitions
-from office_scheduler.store.schema import agents, run_events, runs, wakeup_requests
+from office_scheduler.store.schema import (
+    LIVE_RUNS_PREDICATE,
+    agents,
+    run_events,
+    runs,
+    wakeup_requests,
+)
 from office_scheduler.store.sql import insert
 
 MergePolicy = Callable[[WakeRequest, Run | None], MergeDecision]
@@ -114,7 +120,7 @@ def _agent_eligible(now: datetime) -> list[sa.ColumnElement[bool]]:
     """An agent that may start a session now: claimable status, no cooldown, a free slot."""
     live = (
         sa.select(sa.func.count())
-        .where(runs.c.agent_id == agents.c.id, runs.c.status.in_(LIVE_RUN_STATUSES))
+        .where(runs.c.agent_id == agents.c.id, LIVE_RUNS_PREDICATE)
         .scalar_subquery()
     )
     return [
@@ -130,25 +136,17 @@ _MERGE_ATTEMPTS = 3
 
 
 def _lock_candidates(now: datetime, limit: int) -> sa.Select[Any]:
-    """Lock the agents of the ``limit`` oldest due heads (skipping agents locked elsewhere).
+    """Lock up to ``limit`` eligible agents with due work, oldest queue head first.
 
-    Agents are ordered by their head's ``(not_before, id)``; the head's ``not_before`` is the
-    smallest ``not_before`` of the agent's due queued runs (one probe of
-    ``ix_runs_agent_status`` each).
+    Agents are walked in ``next_queued_at`` order through ``ix_agents_next_queued_at`` and
+    the walk stops at the limit, so the cost follows the agents passed on the way (those
+    at their concurrency limit or cooling down), not all agents or all queued runs.
+    Agents locked by another claimer are skipped.
     """
-    head_due = (
-        sa.select(sa.func.min(runs.c.not_before))
-        .where(
-            runs.c.agent_id == agents.c.id,
-            runs.c.status == RunStatus.QUEUED.value,
-            runs.c.not_before <= now,
-        )
-        .scalar_subquery()
-    )
     return (
         sa.select(agents.c.id)
-        .where(*_agent_eligible(now), head_due.is_not(None))
-        .order_by(head_due, _head(now))
+        .where(agents.c.next_queued_at <= now, *_agent_eligible(now))
+        .order_by(agents.c.next_queued_at, agents.c.id)
         .limit(limit)
         .with_for_update(skip_locked=True, of=agents)
     )
@@ -250,6 +248,7 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             )
             made_due = in_flight is not None and run.not_before < in_flight.not_before
             if merged is None or made_due:
+                refresh_heads(conn, [request.agent_id])
                 # Idle processes should look again (a merge into a run already due or
                 # claimed changes nothing for them). Delivered when this transaction commits.
                 notify_wake(conn, self._db.schema)
@@ -381,10 +380,20 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                 .mappings()
                 .all()
             )
+            refresh_heads(conn, agent_ids)  # claimed heads left; stale heads are corrected
             result = sorted((run_from_row(r) for r in claimed), key=lambda r: (r.not_before, r.id))
             if result:
                 conn.execute(sa.insert(run_events), [_claim_event(r, node_id, now) for r in result])
             return result
+
+    def reconcile_heads(self) -> int:
+        """Correct every agent's queue head that is later than its queued runs.
+
+        Returns:
+            How many heads were late (see :mod:`office_scheduler.store.queue_heads`).
+        """
+        with self._db.write() as conn:
+            return reconcile_heads(conn)
 
     def get_run(self, run_id: int) -> Run:
         """Return run ``run_id``.

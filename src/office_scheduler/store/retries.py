@@ -32,6 +32,7 @@ from office_scheduler.store.queue_common import (
     revoke_run_tokens,
     stamp_cooldown,
 )
+from office_scheduler.store.queue_heads import lock_agents_of_runs, refresh_heads
 from office_scheduler.store.rows import agent_from_row, run_from_row
 from office_scheduler.store.schema import agents, runs, tasks
 
@@ -146,7 +147,8 @@ class RetryTransitions:
             The queued run, or ``None`` when it was no longer a scheduled retry.
         """
         with self._db.write() as conn:
-            return _returning_update(
+            owners = lock_agents_of_runs(conn, [run_id])
+            promoted = _returning_update(
                 conn,
                 sa.update(runs)
                 .where(runs.c.id == run_id, runs.c.status == RunStatus.SCHEDULED_RETRY.value)
@@ -157,6 +159,9 @@ class RetryTransitions:
                     pid=None,
                 ),
             )
+            if promoted is not None:
+                refresh_heads(conn, owners)
+            return promoted
 
     def cancel_retry(self, run_id: int, *, reason: RunReason, now: datetime) -> Run | None:
         """Cancel a scheduled retry with ``reason``; clear its agent's stale checkout of the task.

@@ -21,6 +21,7 @@ from office_scheduler.store.queue_common import (
     revoke_run_tokens,
     stamp_cooldown,
 )
+from office_scheduler.store.queue_heads import lock_agents_of_runs, refresh_heads
 from office_scheduler.store.rows import context_to_json, run_from_row
 from office_scheduler.store.schema import agents, run_events, runs, tasks, wakeup_requests
 from office_scheduler.store.sql import insert
@@ -199,6 +200,7 @@ class RunTransitions:
             .where(wakeup_requests.c.id.in_([e.request_id for e in entries]))
             .values(run_id=new_id)
         )
+        refresh_heads(conn, [run.agent_id])  # the caller holds the agent lock
 
     def requeue(self, run_ids: Sequence[int], *, reason: RunReason, now: datetime) -> int:
         """Put claimed or running runs back to ``queued`` (shutdown, lost lease); not a failure.
@@ -214,6 +216,7 @@ class RunTransitions:
     def _requeue(
         self, conn: Connection, run_ids: list[int], *, reason: RunReason, now: datetime
     ) -> int:
+        owners = lock_agents_of_runs(conn, run_ids)
         result = conn.execute(
             sa.update(runs)
             .where(runs.c.id.in_(run_ids), runs.c.status.in_(LIVE_RUN_STATUSES))
@@ -229,6 +232,7 @@ class RunTransitions:
             )
         )
         release_checkouts(conn, run_ids)
+        refresh_heads(conn, owners)
         return int(result.rowcount)
 
     def renew_leases(
