@@ -19,9 +19,15 @@ from office_scheduler.auth import TokenService
 from office_scheduler.budgets import BudgetService
 from office_scheduler.clock import Clock, SystemClock
 from office_scheduler.config import Settings
-from office_scheduler.domain.errors import DatabaseLockedError, InvalidInputError, NotFoundError
+from office_scheduler.domain.errors import (
+    ConflictError,
+    DatabaseLockedError,
+    InvalidInputError,
+    NotFoundError,
+)
+from office_scheduler.domain.events import RunEnded
 from office_scheduler.domain.models import Run, WakeRequest
-from office_scheduler.domain.status import RunReason, RunStatus, WakeSource
+from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunReason, RunStatus, WakeSource
 from office_scheduler.events.bus import EventBus
 from office_scheduler.events.office import OfficeSubscribers
 from office_scheduler.executors.base import Executor
@@ -37,6 +43,7 @@ from office_scheduler.scheduler.listener import WakeListenerLoop
 from office_scheduler.scheduler.maintenance import MaintenanceLoop
 from office_scheduler.scheduler.orphans import kill_orphans
 from office_scheduler.scheduler.runs import RunsLoop
+from office_scheduler.store.dashboard_cancel import cancel_queued_run
 from office_scheduler.store.engine import is_connection_lost, open_database
 from office_scheduler.store.facade import Store
 from office_scheduler.store.leadership import Leadership
@@ -165,7 +172,15 @@ class Service:
         try:
             await self._pipeline(ctx)
         except asyncio.CancelledError:
-            raise
+            if not self.runs.cancel_requested(run.id):
+                raise  # shutdown: stop() requeues the run
+            # Cancelled on purpose (RunsLoop.cancel): the executor has stopped the agent.
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()  # handled here: timeouts awaited while ending still work
+            await ctx.end(
+                RunStatus.CANCELLED, RunReason.CANCELLED_BY_USER, error="cancelled by a user"
+            )
         except Exception as exc:
             log.exception("pipeline_failed", run_id=run.id)
             if is_connection_lost(exc):
@@ -409,3 +424,66 @@ class Service:
                 hold=False,
             )
         )
+
+    async def cancel_run(self, run_id: int) -> Run:
+        """Cancel a run that has not ended; it ends ``cancelled`` (``cancelled_by_user``).
+
+        * ``queued``: ended at once.
+        * ``scheduled_retry``: the retry is cancelled (the agent's stale checkout cleared).
+        * ``claimed``/``running`` in this process: its pipeline is stopped
+          (:meth:`RunsLoop.cancel`): the executor kills the agent's process group and the
+          pipeline ends the run (checkout released, run token revoked).
+
+        :class:`~office_scheduler.domain.events.RunEnded` is published in every case.
+
+        Returns:
+            The ended run.
+
+        Raises:
+            NotFoundError: no such run.
+            ConflictError: the run has already ended (or ended another way meanwhile), or it
+                is claimed by another scheduler process (cancel it there).
+        """
+        run = await asyncio.to_thread(self.store.queue.get_run, run_id)
+        now = self.clock.now()
+        reason = RunReason.CANCELLED_BY_USER
+        ended: Run | None = None
+        if run.status is RunStatus.QUEUED:
+            ended = await asyncio.to_thread(
+                cancel_queued_run, self.store.db, run_id, reason=reason, now=now
+            )
+        elif run.status is RunStatus.SCHEDULED_RETRY:
+            ended = await asyncio.to_thread(
+                self.store.queue.cancel_retry, run_id, reason=reason, now=now
+            )
+        elif run.status in LIVE_RUN_STATUSES and await self.runs.cancel(run_id):
+            current = await asyncio.to_thread(self.store.queue.get_run, run_id)
+            if current.status is RunStatus.CANCELLED:
+                return current  # the pipeline ended it and published RunEnded
+            raise ConflictError(
+                f"run {run_id} ended {current.status.value} before it could be cancelled",
+                field="run_id",
+            )
+        if ended is None:
+            current = await asyncio.to_thread(self.store.queue.get_run, run_id)
+            if current.status in LIVE_RUN_STATUSES:
+                raise ConflictError(
+                    f"run {run_id} is {current.status.value} in another scheduler process "
+                    f"({current.claimed_by or 'unknown node'}); cancel it there",
+                    field="run_id",
+                )
+            raise ConflictError(
+                f"run {run_id} is {current.status.value}; only queued, retrying or running "
+                "runs can be cancelled",
+                field="run_id",
+            )
+        await asyncio.to_thread(
+            self.store.runlog.add_run_event,
+            run_id,
+            kind="run_cancelled",
+            message="cancelled by a user",
+            data={"reason": reason.value, "was": run.status.value},
+            now=now,
+        )
+        await self.bus.publish(RunEnded(run=ended))
+        return ended

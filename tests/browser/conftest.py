@@ -2,12 +2,14 @@
 
 Chromium is Debian's (``/usr/bin/chromium``, installed by ``.ci/run``); nothing is
 downloaded. Without it the tests are skipped on a developer machine and fail under CI.
+Screenshots go to the test's temporary directory, or to the committed
+``docs/screenshots/`` when ``OFFICE_SCREENSHOTS=1`` (to refresh the README's pictures).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,9 @@ from playwright.sync_api import Browser, Page, sync_playwright
 from browser.harness import LiveOffice, chromium_path, live_office
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+#: Saves a full-page screenshot of a page under a name (without ``.png``).
+Screenshot = Callable[[Page, str], None]
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +65,13 @@ def sign_in(page: Page, office: LiveOffice) -> None:
     page.wait_for_url(office.url + "/")
 
 
-def screenshot(page: Page, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+@pytest.fixture
+def screenshot(tmp_path: Path) -> Screenshot:
+    """Save screenshots in ``tmp_path``; in ``docs/screenshots/`` with OFFICE_SCREENSHOTS=1."""
+    directory = SCREENSHOTS if os.environ.get("OFFICE_SCREENSHOTS") == "1" else tmp_path
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def save(page: Page, name: str) -> None:
+        page.screenshot(path=str(directory / f"{name}.png"), full_page=True)
+
+    return save

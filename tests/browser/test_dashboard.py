@@ -1,6 +1,7 @@
 """The dashboard in a real browser (Debian's Chromium through Playwright) over a live office.
 
-Each test also saves a screenshot of the page it exercised under ``docs/screenshots/``.
+Each test also saves a screenshot of the page it exercised (under ``docs/screenshots/`` when
+``OFFICE_SCREENSHOTS=1``, else in the test's temporary directory).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 import httpx
 from playwright.sync_api import Page, expect
 
-from browser.conftest import screenshot, sign_in
+from browser.conftest import Screenshot, sign_in
 from browser.harness import LiveOffice
 from office_scheduler.cli.demo import STARTER_DESCRIPTION, STARTER_TITLE
 
@@ -31,7 +32,9 @@ def _project_id(office: LiveOffice) -> str:
     return str(projects["items"][0]["id"])
 
 
-def test_no_page_without_a_session_and_sign_in(page: Page, office: LiveOffice) -> None:
+def test_no_page_without_a_session_and_sign_in(
+    page: Page, office: LiveOffice, screenshot: Screenshot
+) -> None:
     for path in ("/runs", "/board", "/inbox", "/routines/new"):
         response = httpx.get(office.url + path, follow_redirects=False)
         assert response.status_code == 303
@@ -60,7 +63,9 @@ def test_no_page_without_a_session_and_sign_in(page: Page, office: LiveOffice) -
     expect(page.locator(".error-message")).to_contain_text("status must be one of")
 
 
-def test_demo_task_goes_from_todo_to_done_live(page: Page, office: LiveOffice) -> None:
+def test_demo_task_goes_from_todo_to_done_live(
+    page: Page, office: LiveOffice, screenshot: Screenshot
+) -> None:
     sign_in(page, office)
     coordinator = office.agents["coordinator"]
     page.goto(f"/agents/{coordinator}")
@@ -127,7 +132,9 @@ def test_drag_to_in_review_wakes_the_reviewer(page: Page, office: LiveOffice) ->
     expect(page.locator("#task-runs")).to_contain_text("task_assigned")
 
 
-def test_approve_an_inbox_item_and_reject_needs_a_note(page: Page, office: LiveOffice) -> None:
+def test_approve_an_inbox_item_and_reject_needs_a_note(
+    page: Page, office: LiveOffice, screenshot: Screenshot
+) -> None:
     writer = office.agents["writer"]
     url = f"/api/v1/workspaces/{office.workspace_id}/approvals"
     first = office.api(
@@ -152,7 +159,9 @@ def test_approve_an_inbox_item_and_reject_needs_a_note(page: Page, office: LiveO
     assert office.api("GET", f"/api/v1/approvals/{second['id']}")["status"] == "pending"
 
 
-def test_fire_a_routine_and_open_its_run(page: Page, office: LiveOffice) -> None:
+def test_fire_a_routine_and_open_its_run(
+    page: Page, office: LiveOffice, screenshot: Screenshot
+) -> None:
     sign_in(page, office)
     page.goto("/routines")
     expect(page.locator(".routine-row")).to_have_count(3)
@@ -168,7 +177,9 @@ def test_fire_a_routine_and_open_its_run(page: Page, office: LiveOffice) -> None
     expect(page.locator("h1")).to_contain_text("Run #")
 
 
-def test_routine_editor_previews_dst_and_rejects_bad_cron(page: Page, office: LiveOffice) -> None:
+def test_routine_editor_previews_dst_and_rejects_bad_cron(
+    page: Page, office: LiveOffice, screenshot: Screenshot
+) -> None:
     sign_in(page, office)
     page.goto("/routines/new")
     page.fill("input[name=name]", "Early report")
@@ -185,7 +196,9 @@ def test_routine_editor_previews_dst_and_rejects_bad_cron(page: Page, office: Li
     assert "Early report" not in [r["name"] for r in routines["items"]]
 
 
-def test_run_detail_shows_merged_sources_and_skip_reason(page: Page, office: LiveOffice) -> None:
+def test_run_detail_shows_merged_sources_and_skip_reason(
+    page: Page, office: LiveOffice, screenshot: Screenshot
+) -> None:
     writer = office.agents["writer"]
     tasks = f"/api/v1/workspaces/{office.workspace_id}/tasks"
     # The writer is paused, so its run waits while a comment merges into it and the task is

@@ -33,6 +33,7 @@ class RunsLoop:
     of running pipelines are renewed every third of the lease. ``stop()`` stops claiming,
     gives running sessions ``shutdown_grace``, then cancels them (their executors kill the
     process groups) and puts their runs back to ``queued`` with reason ``interrupted``.
+    ``cancel(run_id)`` stops one pipeline for good: the run ends ``cancelled``.
     """
 
     def __init__(self, *, store: Store, clock: Clock, settings: Settings, process: Process) -> None:
@@ -42,6 +43,7 @@ class RunsLoop:
         self._process = process
         self._poked = asyncio.Event()
         self._inflight: dict[int, asyncio.Task[None]] = {}
+        self._cancelling: set[int] = set()
         self._task: asyncio.Task[None] | None = None
         self._claiming = False
         self.health = LoopHealth()
@@ -67,6 +69,36 @@ class RunsLoop:
     def inflight_run_ids(self) -> list[int]:
         """Ids of the runs whose pipelines run in this process now."""
         return list(self._inflight)
+
+    def cancel_requested(self, run_id: int) -> bool:
+        """True while :meth:`cancel` is stopping ``run_id``'s pipeline.
+
+        The pipeline's driver asks this when the run's task is cancelled: a cancel ends
+        the run ``cancelled`` (reason ``cancelled_by_user``), a shutdown leaves it to be
+        requeued.
+        """
+        return run_id in self._cancelling
+
+    async def cancel(self, run_id: int) -> bool:
+        """Stop the pipeline of ``run_id`` in this process and wait until it has ended.
+
+        Cancelling the run's task makes its executor stop the agent (process group
+        terminated, then killed), and the pipeline then ends the run ``cancelled`` with
+        reason ``cancelled_by_user`` (the run token is revoked with it and
+        :class:`~office_scheduler.domain.events.RunEnded` published).
+
+        Returns:
+            False when no pipeline of ``run_id`` runs in this process (never claimed here,
+            already ended, or claimed by another process).
+        """
+        task = self._inflight.get(run_id)
+        if task is None or task.done():
+            return False
+        self._cancelling.add(run_id)
+        task.cancel()
+        # wait() neither raises the task's outcome nor cancels it if our caller gives up.
+        await asyncio.wait([task])
+        return True
 
     async def stop(self) -> None:
         """Stop claiming, let sessions finish within the grace period, requeue the rest."""
@@ -119,6 +151,7 @@ class RunsLoop:
         def done(task: asyncio.Task[None]) -> None:
             if self._inflight.get(run_id) is task:
                 del self._inflight[run_id]
+                self._cancelling.discard(run_id)
             # A finished run frees a slot of its agent: look at the queue again.
             self.poke()
 

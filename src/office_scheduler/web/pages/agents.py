@@ -58,13 +58,15 @@ async def agent_detail(
     scope = await scope_of(request, service)
     agent = await _agent(service, scope, agent_id)
     store = dashboard_store(service)
+    # Checked before any query starts: a bad cursor must not leave a coroutine unawaited.
+    runs_cursor = text(cursor, field="cursor", limit=200) or None
     summaries, runs, loads = await asyncio.gather(
         asyncio.to_thread(store.agent_summaries, agent.id),
         asyncio.to_thread(
             service.store.listing.list_runs,
             agent_id=agent.id,
             limit=PAGE_SIZE,
-            cursor=text(cursor, field="cursor", limit=200) or None,
+            cursor=runs_cursor,
         ),
         asyncio.to_thread(
             store.agent_loads,

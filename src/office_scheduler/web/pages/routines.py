@@ -14,7 +14,7 @@ from fastapi import Request
 from starlette.responses import Response
 
 from office_scheduler.cron import parse_schedule
-from office_scheduler.domain.errors import NotFoundError, OfficeError
+from office_scheduler.domain.errors import InvalidInputError, NotFoundError, OfficeError
 from office_scheduler.domain.routines import (
     ConcurrencyPolicy,
     Routine,
@@ -88,7 +88,14 @@ async def cron_preview(
 
 
 def _form_values(form: Any) -> dict[str, str]:
-    return {name: text(form.get(name), field=name, limit=5000) for name in FORM_FIELDS}
+    values: dict[str, str] = {}
+    for name in FORM_FIELDS:
+        value = form.get(name)
+        if value is not None and not isinstance(value, str):
+            # A multipart post can carry a file under any field name.
+            raise InvalidInputError(f"{name} must be text, not a file", field=name)
+        values[name] = text(value, field=name, limit=5000)
+    return values
 
 
 def _routine_fields(values: dict[str, str], *, creating: bool) -> dict[str, Any]:
@@ -148,7 +155,8 @@ async def create_routine(request: Request, _: SessionDep) -> Response:
     scope = await scope_of(request, service)
     values = dict.fromkeys(FORM_FIELDS, "")
     try:
-        values = _form_values(await request.form())
+        async with request.form() as form:  # closes any uploaded file
+            values = _form_values(form)
         if values["cron_expression"]:
             parse_schedule(values["cron_expression"], values["timezone"])
         routine = await service.routines.create_routine(
@@ -226,7 +234,8 @@ async def update_routine(request: Request, routine_id: str, _: SessionDep) -> Re
     routine = await _routine(service, scope, routine_id)
     values = dict.fromkeys(FORM_FIELDS, "")
     try:
-        values = _form_values(await request.form())
+        async with request.form() as form:  # closes any uploaded file
+            values = _form_values(form)
         if values["cron_expression"]:
             parse_schedule(values["cron_expression"], values["timezone"])
         routine = await service.routines.update_routine(

@@ -10,7 +10,6 @@ from starlette.responses import Response
 from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.status import RunReason, RunStatus, WakeupStatus
 from office_scheduler.store.listing import MAX_ID
-from office_scheduler.web.cancel import cancel_run
 from office_scheduler.web.pages.common import PAGE_SIZE, back, page_router, query_without, show
 from office_scheduler.web.params import choice, instant, integer, scope_of, text
 from office_scheduler.web.session import SameOriginDep, SessionDep, service_of
@@ -114,10 +113,10 @@ async def run_detail(request: Request, run_id: int, _: SessionDep) -> Response:
 
 @router.post("/runs/{run_id}/cancel", dependencies=[SameOriginDep])
 async def cancel(request: Request, run_id: int, _: SessionDep) -> Response:
-    """Cancel a queued, retrying or running run."""
+    """Cancel a queued, retrying or running run (:meth:`Service.cancel_run`)."""
     if not 1 <= run_id <= MAX_ID:
         raise NotFoundError(f"run {run_id} not found", field="run_id")
-    ended = await cancel_run(service_of(request), run_id)
+    ended = await service_of(request).cancel_run(run_id)
     return back(f"/runs/{run_id}", notice=f"Run {ended.id} cancelled")
 
 
