@@ -102,3 +102,43 @@ def test_short_values_are_not_treated_as_secrets() -> None:
     assert redactor.text("DEBUG=1 abcdef-secret abcdef") == f"DEBUG=1 {MASK} {MASK}"
     assert redactor.data({"abcdef": ["x abcdef-secret", 1]}) == {MASK: [f"x {MASK}", 1]}
     assert Redactor([]).text("abcdef") == "abcdef"
+
+
+NUL_AGENT = """\
+import os, sys
+sys.stdin.read()
+key = os.environ["API_KEY"]
+print("narrow " + key, flush=True)
+sys.stdout.buffer.write(("wide " + key + "\\n").encode("utf-16-le"))
+"""
+
+
+def test_secrets_split_by_nul_characters_are_masked_too(
+    client: tuple[TestClient, Service, str], tmp_path: Path
+) -> None:
+    # Regression: secrets were masked before NULs were stripped for storage, so a UTF-16
+    # dump of the environment ('s\\0k\\0-\\0…') was stored as the clear secret.
+    http, service, _admin = client
+    script = tmp_path / "agent.py"
+    script.write_text(NUL_AGENT)
+    executors = {
+        "cli": {
+            "kind": "command",
+            "argv": [sys.executable, str(script)],
+            "env": {"API_KEY": "sk-live-0123456789"},
+        }
+    }
+    ws = http.post("/api/v1/workspaces", json={"name": "acme", "settings": {
+        "coalesce_window_s": 0, "default_executor": "cli", "executors": executors,
+    }}).json()["id"]  # fmt: skip
+    agent = http.post(f"/api/v1/workspaces/{ws}/agents", json={"name": "w", "cooldown_s": 0})
+    run_id = http.post(f"/api/v1/agents/{agent.json()['id']}/wake", json={}).json()["run_id"]
+    assert http.portal is not None
+    http.portal.call(service.run_until_idle)
+
+    run = http.get(f"/api/v1/runs/{run_id}").json()
+    assert run["status"] == "finished", run
+    lines = [e["message"] for e in run["events"] if e["kind"] == "output.stdout"]
+    assert [line for line in lines if line] == [f"narrow {MASK}", f"wide {MASK}"]
+    assert "sk-live-0123456789" not in json.dumps(run)
+    assert Redactor(["abcdef-secret"]).text("a\x00bcdef-sec\ud800ret") == MASK

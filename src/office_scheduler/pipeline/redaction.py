@@ -4,7 +4,9 @@ An agent may echo its environment (``env``, a debug dump, an error quoting a req
 header). Before output lines and run events are stored, every occurrence of the run's
 secrets — its run token and the values of its executor's ``env`` — is replaced by
 :data:`MASK`. Values shorter than :data:`MIN_SECRET_CHARS` are not treated as secrets (a
-``DEBUG=1`` would otherwise mask every ``1``).
+``DEBUG=1`` would otherwise mask every ``1``). Text is first stripped of what storage
+strips (NUL characters, lone surrogates), so a secret split by them (an agent printing
+UTF-16) is still found and is not joined back together by the storage later.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from office_scheduler.pipeline.storable import clean_text
 
 MASK = "[redacted]"
 MIN_SECRET_CHARS = 6
@@ -29,10 +33,13 @@ class Redactor:
         self._pattern = re.compile("|".join(map(re.escape, kept))) if kept else None
 
     def text(self, value: str) -> str:
-        """``value`` with every secret replaced by :data:`MASK`."""
+        """``value`` with every secret replaced by :data:`MASK`.
+
+        NUL characters and lone surrogates are removed first (when there are secrets).
+        """
         if self._pattern is None:
             return value
-        return self._pattern.sub(MASK, value)
+        return self._pattern.sub(MASK, clean_text(value))
 
     def data(self, value: Any) -> Any:
         """A copy of a JSON-like value with secrets masked in every string (keys too)."""
