@@ -82,23 +82,26 @@ class IntakeResult:
 
 
 def _in_flight(conn: Connection, request: WakeRequest) -> Run | None:
+    """The run a wake may join: the newest queued run of its scope, else the newest claimed."""
     scope = (
         runs.c.task_id.is_(None) if request.task_id is None else runs.c.task_id == request.task_id
     )
-    for status in (RunStatus.QUEUED, RunStatus.CLAIMED):
-        row = (
-            conn.execute(
-                sa.select(runs)
-                .where(runs.c.agent_id == request.agent_id, runs.c.status == status, scope)
-                .order_by(runs.c.id.desc())
-                .limit(1)
+    queued_first = sa.case((runs.c.status == RunStatus.QUEUED.value, 0), else_=1)
+    row = (
+        conn.execute(
+            sa.select(runs)
+            .where(
+                runs.c.agent_id == request.agent_id,
+                runs.c.status.in_([RunStatus.QUEUED.value, RunStatus.CLAIMED.value]),
+                scope,
             )
-            .mappings()
-            .first()
+            .order_by(queued_first, runs.c.id.desc())
+            .limit(1)
         )
-        if row is not None:
-            return run_from_row(row)
-    return None
+        .mappings()
+        .first()
+    )
+    return None if row is None else run_from_row(row)
 
 
 def _head(now: datetime) -> sa.ScalarSelect[Any]:
