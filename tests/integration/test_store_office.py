@@ -317,3 +317,23 @@ def test_update_agent_cooldown_recomputes_cooldown_until(
     assert updated.cooldown == timedelta(minutes=2)
     assert updated.last_wakeup_finished_at == finished
     assert cooldown_until() == finished + timedelta(minutes=2)
+
+
+def test_coalesce_window_and_agent_names_read_only_what_intake_and_prompts_need(
+    office_store: OfficeStore, database: Database, now: datetime
+) -> None:
+    space = office_store.create_workspace(
+        name="quick", settings=WorkspaceSettings(coalesce_window=timedelta(seconds=7)), now=now
+    )
+    assert office_store.coalesce_window(space.id) == timedelta(seconds=7)
+    with database.write() as conn:  # a workspace whose settings row is missing
+        conn.exec_driver_sql("DELETE FROM workspace_settings")
+    assert office_store.coalesce_window(space.id) == WorkspaceSettings().coalesce_window
+    with pytest.raises(NotFoundError) as missing:
+        office_store.coalesce_window("nope")
+    assert missing.value.field == "workspace_id"
+    ann = office_store.create_agent(
+        workspace_id=space.id, name="ann", role=AgentRole.WORKER, now=now
+    )
+    assert office_store.agent_names(space.id) == {ann.id: "ann"}
+    assert office_store.agent_names("nope") == {}

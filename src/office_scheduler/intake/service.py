@@ -103,8 +103,8 @@ class Intake:
         return result
 
     def _persist(self, request: WakeRequest) -> IntakeResult:
-        workspace = self._store.office.get_workspace(request.workspace_id)
-        hold = workspace.settings.coalesce_window if request.hold else timedelta(0)
+        window = self._store.office.coalesce_window(request.workspace_id)
+        hold = window if request.hold else timedelta(0)
         return self._store.queue.enqueue(
             request, now=self._clock.now(), hold=hold, decide=decide_merge
         )

@@ -57,7 +57,7 @@ def _gather(
     store: Store, run_id: int, task: Task | None, config: ExecutorConfig | None, cwd: str | None
 ) -> tuple[_Material, PromptKind]:
     run = store.queue.get_run(run_id)
-    names = {agent.id: agent.name for agent in store.office.list_agents(run.workspace_id)}
+    names = store.office.agent_names(run.workspace_id)
     data = _Material(run=run, names=names)
     if task is None:
         data.summary = store.summaries.get_summary(run.agent_id, summary_scope(run.context))

@@ -55,7 +55,7 @@ def write_summary(store: Store, run: Run, agent_name: str) -> ContinuationSummar
     since = previous.updated_at if previous else run.finished_at - FIRST_WINDOW
     blockers = store.summaries.active_blockers(run.agent_id)
     # Names are only needed to say who holds a blocked task.
-    names = {a.id: a.name for a in store.office.list_agents(run.workspace_id)} if blockers else {}
+    names = store.office.agent_names(run.workspace_id) if blockers else {}
     built = build_summary(
         SummaryInput(
             agent_name=agent_name,

@@ -210,6 +210,12 @@ class AgentMethods:
         with self._db.read() as conn:
             return [agent_from_row(row) for row in all_rows(conn, query)]
 
+    def agent_names(self, workspace_id: str) -> dict[str, str]:
+        """Agent id → name for ``workspace_id`` (two columns: prompts name agents by it)."""
+        query = sa.select(agents.c.id, agents.c.name).where(agents.c.workspace_id == workspace_id)
+        with self._db.read() as conn:
+            return {agent_id: name for agent_id, name in conn.execute(query)}
+
     def update_agent(self, agent_id: str, *, now: datetime, **changes: object) -> Agent:
         """Change an agent.
 

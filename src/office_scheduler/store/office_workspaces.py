@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -156,6 +156,26 @@ class WorkspaceMethods:
         """
         with self._db.read() as conn:
             return _load_workspace(conn, workspace_row(conn, workspace_id))
+
+    def coalesce_window(self, workspace_id: str) -> timedelta:
+        """The workspace's coalescing hold (one small query: intake reads it on every wake).
+
+        Raises:
+            NotFoundError: no such workspace (field ``workspace_id``).
+        """
+        query = (
+            sa.select(workspaces.c.id, workspace_settings.c.coalesce_window_s)
+            .select_from(workspaces.outerjoin(workspace_settings))
+            .where(workspaces.c.id == workspace_id)
+        )
+        with self._db.read() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            raise NotFoundError(f"workspace {workspace_id} not found", field="workspace_id")
+        seconds = row.coalesce_window_s
+        return (
+            WorkspaceSettings().coalesce_window if seconds is None else timedelta(seconds=seconds)
+        )
 
     def find_workspace_by_name(self, name: str) -> Workspace | None:
         """Return the workspace called ``name``, or ``None``."""
