@@ -26,8 +26,9 @@ from office_scheduler.domain.errors import (
     NotFoundError,
 )
 from office_scheduler.domain.events import RunEnded
-from office_scheduler.domain.models import Run, WakeRequest
+from office_scheduler.domain.models import Agent, Run, WakeRequest
 from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunReason, RunStatus, WakeSource
+from office_scheduler.events.activity import ActivitySubscribers
 from office_scheduler.events.bus import EventBus
 from office_scheduler.events.office import OfficeSubscribers
 from office_scheduler.executors.base import Executor
@@ -124,6 +125,7 @@ class Service:
         self.approvals = self.office.approvals
         self.approvals.register(self.bus)
         OfficeSubscribers(self.store, self.intake).register(self.bus)
+        ActivitySubscribers(self.store, self.clock).register(self.bus)
         self.routines = RoutineService(
             self.store, self.clock, enqueue=self.intake.enqueue, publish=self.bus.publish
         )
@@ -359,10 +361,12 @@ class Service:
         payload: Mapping[str, Any] | None = None,
         task_id: str | None = None,
         idempotency_key: str | None = None,
+        agent: Agent | None = None,
     ) -> IntakeResult:
         """Wake an agent explicitly (``user`` from people, ``self`` from the agent itself).
 
-        User wakes have no coalescing hold.
+        User wakes have no coalescing hold. ``agent``, when the caller has just loaded
+        ``agent_id``'s record, saves reading it again.
 
         Raises:
             NotFoundError: no such agent (or task).
@@ -374,7 +378,8 @@ class Service:
             raise InvalidInputError(f"unknown source {source!r}", field="source") from None
         if source not in (WakeSource.USER, WakeSource.SELF):
             raise InvalidInputError("only user and self wakes can be sent", field="source")
-        agent = await asyncio.to_thread(self.store.office.get_agent, agent_id)
+        if agent is None or agent.id != agent_id:
+            agent = await asyncio.to_thread(self.store.office.get_agent, agent_id)
         if task_id is not None:
             task = await asyncio.to_thread(self.store.office.get_task, task_id)
             if task.workspace_id != agent.workspace_id:

@@ -237,8 +237,10 @@ async def test_stop_cancels_queued_runs_and_resume_lets_new_work_run(office: Off
     await office.service.run_until_idle()
     assert len(office.executor.launches) == 1
     assert [e.kind for e in _activity(office, agent_id=office.worker.id, actor="user")] == [
+        "comment_added",
         "agent_resumed",
         "agent_stopped",
+        "task_created",
     ]
 
 

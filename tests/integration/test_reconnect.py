@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 from fastapi import FastAPI
@@ -17,7 +18,8 @@ from office_scheduler.store.reconnect import retry_if_connection_lost
 
 
 def _lost() -> sa.exc.OperationalError:
-    return sa.exc.OperationalError("SELECT 1", {}, Exception("server closed the connection"))
+    cause = psycopg.OperationalError("server closed the connection unexpectedly")
+    return sa.exc.OperationalError("SELECT 1", {}, cause)
 
 
 async def test_a_lost_connection_is_retried_once() -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 
@@ -177,7 +179,9 @@ async def test_a_lost_database_connection_requeues_the_run_instead_of_failing_it
         calls += 1
         if calls == 1:
             raise sa.exc.OperationalError(
-                "SELECT agents", {}, Exception("server closed the connection unexpectedly")
+                "SELECT agents",
+                {},
+                psycopg.OperationalError("server closed the connection unexpectedly"),
             )
         return real_get_agent(agent_id)
 
@@ -191,6 +195,33 @@ async def test_a_lost_database_connection_requeues_the_run_instead_of_failing_it
     assert len(office.executor.launches) == 1, "launched once, after the requeue"
     claims = [e for e in office.store.runlog.list_run_events(run.id) if e.kind == "claimed"]
     assert len(claims) == 2
+
+
+async def test_a_connection_lost_while_ending_a_run_does_not_run_its_session_again(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a lost connection in finish_run requeued a run whose session had ended."""
+    real_finish = office.store.queue.finish_run
+    calls = 0
+
+    def flaky_finish(*args: Any, **kwargs: Any) -> object:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise sa.exc.OperationalError(
+                "UPDATE runs", {}, psycopg.OperationalError("server closed the connection")
+            )
+        return real_finish(*args, **kwargs)
+
+    result = await office.service.wake(office.worker.id)
+    assert result.run is not None
+    monkeypatch.setattr(office.store.queue, "finish_run", flaky_finish)
+    await office.service.run_until_idle()
+
+    run = office.store.queue.get_run(result.run.id)
+    assert (run.status, run.reason) == (RunStatus.FINISHED, RunReason.COMPLETED)
+    assert calls == 2
+    assert len(office.executor.launches) == 1, "the finished session is not started again"
 
 
 async def test_any_other_pipeline_error_fails_the_run_naming_the_error_class(

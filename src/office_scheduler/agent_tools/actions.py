@@ -11,12 +11,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from office_scheduler.cli.client import ApiClient, agent_id, workspace_id
+from office_scheduler.cli.client import ApiClient, agent_id, api_path, workspace_id
 from office_scheduler.cli.state import CliError
 from office_scheduler.domain.status import InboxStatus, TaskState
 
 #: Most comments and subtasks :meth:`OfficeActions.read_task` returns.
 READ_LIMIT = 500
+
+
+def _path(*segments: str) -> str:
+    """The API path of ``segments`` with every id quoted as one segment.
+
+    Ids come from the agent's tool arguments (untrusted): ``../agents/X/pause?`` must stay
+    one segment and never name another route.
+
+    Raises:
+        ActionError: an id is empty, holds NUL or is not valid UTF-8.
+    """
+    try:
+        return api_path(*segments)
+    except CliError as exc:
+        raise ActionError(exc.message) from None
 
 
 class ActionError(Exception):
@@ -80,7 +95,7 @@ class OfficeActions:
         if self.identity.workspace_id:
             return self.identity.workspace_id
         if hint_task:
-            return str(self._call("GET", f"/tasks/{hint_task}")["workspace_id"])
+            return str(self._call("GET", _path("tasks", hint_task))["workspace_id"])
         try:
             # Like the CLI: the only workspace the token can see, when there is just one.
             return workspace_id(self._client, None)
@@ -116,7 +131,9 @@ class OfficeActions:
             "assignee_agent_id": self._agent(workspace, assignee) if assignee else None,
             "blocked_by": list(blocked_by or []),
         }
-        task: dict[str, Any] = self._call("POST", f"/workspaces/{workspace}/tasks", body=body)
+        task: dict[str, Any] = self._call(
+            "POST", _path("workspaces", workspace, "tasks"), body=body
+        )
         return task
 
     def add_comment(self, *, body: str, task_id: str | None = None) -> dict[str, Any]:
@@ -124,7 +141,9 @@ class OfficeActions:
         if not body.strip():
             raise ActionError("the comment body is empty")
         task = self._task(task_id)
-        comment: dict[str, Any] = self._call("POST", f"/tasks/{task}/comments", body={"body": body})
+        comment: dict[str, Any] = self._call(
+            "POST", _path("tasks", task, "comments"), body={"body": body}
+        )
         return comment
 
     def update_task(
@@ -155,17 +174,17 @@ class OfficeActions:
         result: dict[str, Any] = {}
         for blocker in blocked_by or []:
             result = self._call(
-                "POST", f"/tasks/{task}/blockers", body={"blocker_task_id": blocker}
+                "POST", _path("tasks", task, "blockers"), body={"blocker_task_id": blocker}
             )
         if changes:
-            result = self._call("PATCH", f"/tasks/{task}", body=changes)
+            result = self._call("PATCH", _path("tasks", task), body=changes)
         return result
 
     def mark_done(self, *, task_id: str | None = None) -> dict[str, Any]:
         """Mark a task DONE (wakes its dependants, and the parent after the last child)."""
         task = self._task(task_id)
         done: dict[str, Any] = self._call(
-            "PATCH", f"/tasks/{task}", body={"state": TaskState.DONE.value}
+            "PATCH", _path("tasks", task), body={"state": TaskState.DONE.value}
         )
         return done
 
@@ -177,7 +196,7 @@ class OfficeActions:
         workspace = self._workspace(task)
         payload = {"title": title, "body": body, "task_id": task}
         approval: dict[str, Any] = self._call(
-            "POST", f"/workspaces/{workspace}/approvals", body=payload
+            "POST", _path("workspaces", workspace, "approvals"), body=payload
         )
         return approval
 
@@ -199,22 +218,22 @@ class OfficeActions:
             "idempotency_key": idempotency_key,
         }
         result: dict[str, Any] = self._call(
-            "POST", f"/agents/{self.identity.agent_id}/wake", body=body
+            "POST", _path("agents", self.identity.agent_id, "wake"), body=body
         )
         return result
 
     def read_task(self, *, task_id: str | None = None) -> dict[str, Any]:
         """A task with its comments (oldest first), blockers and children."""
         task_ref = self._task(task_id)
-        task: dict[str, Any] = self._call("GET", f"/tasks/{task_ref}")
+        task: dict[str, Any] = self._call("GET", _path("tasks", task_ref))
         try:
-            comments = self._client.collect(f"/tasks/{task_ref}/comments", limit=READ_LIMIT)
-            children = self._client.collect(f"/tasks/{task_ref}/subtasks", limit=READ_LIMIT)
+            comments = self._client.collect(_path("tasks", task_ref, "comments"), limit=READ_LIMIT)
+            children = self._client.collect(_path("tasks", task_ref, "subtasks"), limit=READ_LIMIT)
         except CliError as exc:
             raise ActionError(exc.message) from None
         blockers = []
         for blocker_id in task.get("blocked_by") or []:
-            blocker = self._call("GET", f"/tasks/{blocker_id}")
+            blocker = self._call("GET", _path("tasks", blocker_id))
             blockers.append({key: blocker.get(key) for key in ("id", "title", "state")})
         return {**task, "comments": comments, "blockers": blockers, "children": children}
 
@@ -225,5 +244,7 @@ class OfficeActions:
             raise ActionError(f"status {status!r} is not one of {known}")
         workspace = self._workspace(self.identity.task_id)
         params = {"status": status} if status else None
-        inbox: dict[str, Any] = self._call("GET", f"/workspaces/{workspace}/inbox", params=params)
+        inbox: dict[str, Any] = self._call(
+            "GET", _path("workspaces", workspace, "inbox"), params=params
+        )
         return inbox

@@ -7,7 +7,7 @@ from datetime import datetime
 import click
 
 from office_scheduler.cli.agents import resolve_agent
-from office_scheduler.cli.client import api, workspace_id
+from office_scheduler.cli.client import api, api_path, workspace_id
 from office_scheduler.cli.state import CliError, emit, json_option, table
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
 
@@ -67,7 +67,7 @@ def activity_list(
         space = workspace_id(client, workspace)
         agent_id = None if agent is None else resolve_agent(client, agent, space)
         entries = client.collect(
-            f"/workspaces/{space}/activity",
+            api_path("workspaces", space, "activity"),
             limit=limit,
             actor=actor,
             kind=action,

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from office_scheduler.cli.client import ApiClient, agent_id, api, workspace_id
+from office_scheduler.cli.client import ApiClient, agent_id, api, api_path, workspace_id
 from office_scheduler.cli.state import CliError, details, emit, json_option, table
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
 from office_scheduler.domain.status import AgentRole, PermissionMode
@@ -51,9 +51,11 @@ def resolve_agent(client: ApiClient, value: str, workspace: str | None) -> str:
 
     Raises:
         CliError: no agent of that id, nor of that name in the workspace (exit 1).
+            An empty value, NUL or text that is not UTF-8 (exit 2).
     """
+    path = api_path("agents", value)  # outside the try: an unusable value is a usage error
     try:
-        found = client.get(f"/agents/{value}")
+        found = client.get(path)
     except CliError:
         return agent_id(client, workspace_id(client, workspace), value)
     return str(found["id"])
@@ -94,7 +96,7 @@ def agent_list(workspace: str | None) -> None:
     """List the agents of a workspace."""
     with api() as client:
         space = workspace_id(client, workspace)
-        agents = client.collect(f"/workspaces/{space}/agents", limit=1000)
+        agents = client.collect(api_path("workspaces", space, "agents"), limit=1000)
     emit(agents, lambda: click.echo(table(agents, AGENT_COLUMNS)))
 
 
@@ -105,7 +107,7 @@ def agent_list(workspace: str | None) -> None:
 def agent_show(agent: str, workspace: str | None) -> None:
     """Show one agent's settings."""
     with api() as client:
-        found = client.get(f"/agents/{resolve_agent(client, agent, workspace)}")
+        found = client.get(api_path("agents", resolve_agent(client, agent, workspace)))
     _show(found)
 
 
@@ -165,7 +167,7 @@ def agent_update(
             body["reports_to"] = (
                 None if reports_to == NONE else resolve_agent(client, reports_to, workspace)
             )
-        changed = client.patch(f"/agents/{target}", body)
+        changed = client.patch(api_path("agents", target), body)
     _show(changed)
 
 
@@ -175,7 +177,8 @@ def _status_command(action: str, summary: str) -> click.Command:
     @json_option
     def command(agent: str, workspace: str | None) -> None:
         with api() as client:
-            changed = client.post(f"/agents/{resolve_agent(client, agent, workspace)}/{action}")
+            target = resolve_agent(client, agent, workspace)
+            changed = client.post(api_path("agents", target, action))
 
         def render() -> None:
             reason = f" ({changed['paused_reason']})" if changed.get("paused_reason") else ""

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from office_scheduler.cli.client import api, workspace_id
+from office_scheduler.cli.client import api, api_path, workspace_id
 from office_scheduler.cli.state import CliError, details, emit, json_option, table
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
 from office_scheduler.domain.status import ApprovalStatus
@@ -59,17 +59,17 @@ def approval_request(title: str, body: str, task_id: str | None, workspace: str 
         raise CliError("--title is empty", 2)
     with api() as client:
         if workspace is None and task_id is not None:
-            workspace = client.get(f"/tasks/{task_id}")["workspace_id"]
+            workspace = client.get(api_path("tasks", task_id))["workspace_id"]
         space = workspace_id(client, workspace)
         payload: dict[str, Any] = {"title": title, "body": body, "task_id": task_id}
-        approval = client.post(f"/workspaces/{space}/approvals", payload)
+        approval = client.post(api_path("workspaces", space, "approvals"), payload)
     emit(approval, lambda: click.echo(f"requested approval {approval['id']}: {approval['title']}"))
 
 
 def _decide(approval_id: str, verb: str, note: str | None) -> None:
     body = {} if note is None else {"decision_note": note}
     with api() as client:
-        approval = client.post(f"/approvals/{approval_id}/{verb}", body)
+        approval = client.post(api_path("approvals", approval_id, verb), body)
     emit(approval, lambda: click.echo(f"approval {approval['id']} is {approval['status']}"))
 
 
@@ -101,7 +101,7 @@ def approval_list(workspace: str | None, status: str | None, limit: int) -> None
     with api() as client:
         space = workspace_id(client, workspace)
         found = client.collect(
-            f"/workspaces/{space}/approvals",
+            api_path("workspaces", space, "approvals"),
             limit=limit,
             status=None if status is None else status.lower(),
         )
@@ -114,5 +114,5 @@ def approval_list(workspace: str | None, status: str | None, limit: int) -> None
 def approval_show(approval_id: str) -> None:
     """Show one approval."""
     with api() as client:
-        approval = client.get(f"/approvals/{approval_id}")
+        approval = client.get(api_path("approvals", approval_id))
     emit(approval, lambda: click.echo(details(approval, APPROVAL_FIELDS)))

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from office_scheduler.cli.client import agent_id, api, workspace_id
+from office_scheduler.cli.client import agent_id, api, api_path, workspace_id
 from office_scheduler.cli.state import CliError, details, emit, json_option, table
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
 from office_scheduler.domain.budgets import BudgetAction, BudgetPeriod, BudgetScope
@@ -64,7 +64,7 @@ def _scope_id(client: Any, space: str, scope: str, target: str | None) -> str | 
         raise CliError(f"a {scope} budget needs --{scope} ID_OR_NAME", 2)
     if scope == BudgetScope.AGENT.value:
         return agent_id(client, space, target)
-    for project in client.collect(f"/workspaces/{space}/projects", limit=1000):
+    for project in client.collect(api_path("workspaces", space, "projects"), limit=1000):
         if target in (project.get("id"), project.get("name")):
             return str(project["id"])
     raise CliError(f"no project {target!r} in workspace {space}", 2)
@@ -110,7 +110,7 @@ def budget_create(
         target = _scope_id(client, space, scope, agent if agent is not None else project)
         if target is not None:
             body["scope_id"] = target
-        policy = client.post(f"/workspaces/{space}/budgets", body)
+        policy = client.post(api_path("workspaces", space, "budgets"), body)
     emit(policy, lambda: click.echo(f"created {scope} budget {policy['id']}"))
 
 
@@ -121,7 +121,7 @@ def budget_list(workspace: str | None) -> None:
     """List a workspace's budgets."""
     with api() as client:
         space = workspace_id(client, workspace)
-        policies = client.get(f"/workspaces/{space}/budgets")["items"]
+        policies = client.get(api_path("workspaces", space, "budgets"))["items"]
     emit(policies, lambda: click.echo(table(policies, BUDGET_COLUMNS)))
 
 
@@ -131,7 +131,7 @@ def budget_list(workspace: str | None) -> None:
 def budget_show(budget_id: str) -> None:
     """Show one budget."""
     with api() as client:
-        policy = client.get(f"/budgets/{budget_id}")
+        policy = client.get(api_path("budgets", budget_id))
     emit(policy, lambda: click.echo(details(policy, BUDGET_FIELDS)))
 
 
@@ -160,7 +160,7 @@ def budget_update(
     if not changes:
         raise CliError("nothing to change: give at least one option", 2)
     with api() as client:
-        policy = client.patch(f"/budgets/{budget_id}", changes)
+        policy = client.patch(api_path("budgets", budget_id), changes)
     emit(policy, lambda: click.echo(f"updated budget {policy['id']}"))
 
 
@@ -169,7 +169,7 @@ def budget_update(
 def budget_delete(budget_id: str) -> None:
     """Delete a budget (what was spent stays on record)."""
     with api() as client:
-        client.request("DELETE", f"/budgets/{budget_id}")
+        client.request("DELETE", api_path("budgets", budget_id))
     click.echo(f"deleted budget {budget_id}")
 
 
@@ -181,7 +181,7 @@ def budget_spend(workspace: str | None, period: str | None) -> None:
     """What the workspace, its projects and agents spent (unpriced runs counted apart)."""
     with api() as client:
         space = workspace_id(client, workspace)
-        report = client.get(f"/workspaces/{space}/spend", period=period)
+        report = client.get(api_path("workspaces", space, "spend"), period=period)
 
     def render() -> None:
         click.echo(f"period {report['period']}")

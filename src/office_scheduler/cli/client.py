@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import quote
 
+import click
 import httpx
 
 from office_scheduler.cli.state import CliError, CliState, state
@@ -17,6 +19,59 @@ from office_scheduler.cli.state import CliError, CliState, state
 API = "/api/v1"
 PAGE_SIZE = 100
 BAD_INPUT = frozenset({400, 422})
+#: Bearer tokens are visible ASCII (RFC 6750 ``b64token`` is a subset): anything else cannot
+#: be sent in a header, or would split it.
+_TOKEN_CHARS = frozenset(chr(code) for code in range(0x21, 0x7F))
+
+
+def text_problem(value: str) -> str | None:
+    """Why ``value`` cannot travel in a request (``None`` when it can).
+
+    Empty text and NUL characters are refused, and so is text that is not valid UTF-8
+    (lone surrogates, which is how Python hands over undecodable argv bytes).
+    """
+    if not value or "\x00" in value:
+        return "must be non-empty text without NUL characters"
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 text"
+    return None
+
+
+def checked_text(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback refusing what :func:`text_problem` refuses (usage error, exit 2)."""
+    if value is not None and (problem := text_problem(value)) is not None:
+        raise click.BadParameter(problem, param=param)
+    return value
+
+
+def api_path(*segments: str) -> str:
+    """The API path of ``segments``, each URL-quoted as one path segment.
+
+    ``api_path("tasks", task_id, "comments")`` is ``/tasks/<quoted id>/comments``: an id such
+    as ``../agents/ID/pause?`` stays one segment and cannot name another route.
+
+    Raises:
+        CliError: a segment is empty, holds NUL or is not valid UTF-8 (exit 2).
+    """
+    for segment in segments:
+        if (problem := text_problem(segment)) is not None:
+            shown = repr(segment) if len(segment) <= 60 else repr(segment[:60]) + "…"
+            raise CliError(f"the id {shown} {problem}", 2)
+    return "".join("/" + quote(segment, safe="") for segment in segments)
+
+
+def bearer_header(token: str, source: str) -> dict[str, str]:
+    """The ``Authorization`` header for ``token``.
+
+    Raises:
+        CliError: the token holds spaces, control or non-ASCII characters (exit 2);
+            ``source`` names where it came from in the message.
+    """
+    if not set(token) <= _TOKEN_CHARS:
+        raise CliError(f"{source} must be printable ASCII without spaces or control characters", 2)
+    return {"Authorization": f"Bearer {token}"}
 
 
 def _reason(response: httpx.Response) -> str:
@@ -41,11 +96,23 @@ class ApiClient:
         base_url: the server, e.g. ``http://127.0.0.1:8700``.
         token: bearer token; requests go out without one when ``None``.
         timeout_s: per-request timeout.
+        token_source: where the token came from, named when it is unusable (default
+            ``OFFICE_TOKEN``).
+
+    Raises:
+        CliError: the token cannot be sent in a header (exit 2).
     """
 
-    def __init__(self, base_url: str, token: str | None, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        *,
+        timeout_s: float = 30.0,
+        token_source: str | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = bearer_header(token, token_source or "OFFICE_TOKEN") if token else {}
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
 
     def close(self) -> None:
@@ -75,6 +142,9 @@ class ApiClient:
             raise CliError(f"the office server at {self.base_url} did not answer in time") from None
         except httpx.HTTPError as exc:
             raise CliError(f"request to {self.base_url} failed: {exc}") from None
+        except UnicodeEncodeError:
+            # A lone surrogate (undecodable argv bytes) in a query value or the body.
+            raise CliError("an argument is not valid UTF-8 text", 2) from None
         if response.status_code >= 400:
             code = 2 if response.status_code in BAD_INPUT else 1
             raise CliError(_reason(response), code)
@@ -114,7 +184,8 @@ class ApiClient:
 def api(current: CliState | None = None) -> Iterator[ApiClient]:
     """An :class:`ApiClient` for the current command's ``--api-url`` and token."""
     current = current or state()
-    client = ApiClient(current.api_url, current.resolved_token())
+    source = "OFFICE_TOKEN" if current.token else f"the token in {current.admin_token_path}"
+    client = ApiClient(current.api_url, current.resolved_token(), token_source=source)
     try:
         yield client
     finally:
@@ -143,7 +214,7 @@ def agent_id(client: ApiClient, workspace: str, value: str) -> str:
         CliError: no agent of the workspace has that id or name (exit 1: not found, like
             any other missing record).
     """
-    agents = client.collect(f"/workspaces/{workspace}/agents", limit=1000)
+    agents = client.collect(api_path("workspaces", workspace, "agents"), limit=1000)
     for agent in agents:
         if value in (agent.get("id"), agent.get("name")):
             return str(agent["id"])

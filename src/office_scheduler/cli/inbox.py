@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from office_scheduler.cli.client import api, workspace_id
+from office_scheduler.cli.client import api, api_path, workspace_id
 from office_scheduler.cli.state import details, emit, json_option, table
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
 from office_scheduler.domain.status import InboxKind, InboxStatus
@@ -35,13 +35,14 @@ def inbox_list(workspace: str | None, status: str | None, kind: str | None, limi
     """List inbox items, newest first."""
     with api() as client:
         space = workspace_id(client, workspace)
-        items = client.collect(f"/workspaces/{space}/inbox", limit=limit, status=status, kind=kind)
+        path = api_path("workspaces", space, "inbox")
+        items = client.collect(path, limit=limit, status=status, kind=kind)
     emit(items, lambda: click.echo(table(items, INBOX_COLUMNS)))
 
 
 def _close(action: str, item_id: int) -> None:
     with api() as client:
-        item = client.post(f"/inbox/{item_id}/{action}")
+        item = client.post(api_path("inbox", str(item_id), action))
     emit(item, lambda: click.echo(details(item, ["id", "kind", "status", "title", "resolved_at"])))
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from office_scheduler.cli.agents import resolve_agent
-from office_scheduler.cli.client import api
+from office_scheduler.cli.client import api, api_path
 from office_scheduler.cli.state import CliError, details, emit, json_option, state, table
 from office_scheduler.domain.status import RunStatus, WakeSource, WakeupStatus
 
@@ -92,7 +92,7 @@ def wake(
         "idempotency_key": idempotency_key,
     }
     with api() as client:
-        result = client.post(f"/agents/{agent}/wake", body)
+        result = client.post(api_path("agents", agent, "wake"), body)
 
     def render() -> None:
         request = result.get("wakeup") or {}
@@ -148,7 +148,7 @@ def runs_list(
 def runs_show(run_id: str) -> None:
     """Show one run."""
     with api() as client:
-        run = client.get(f"/runs/{run_id}")
+        run = client.get(api_path("runs", run_id))
     emit(run, lambda: click.echo(details(run, RUN_FIELDS)))
 
 
@@ -205,7 +205,7 @@ def wakeups_list(
 def wakeups_show(wakeup_id: str) -> None:
     """Show one wakeup request."""
     with api() as client:
-        item = client.get(f"/wakeups/{wakeup_id}")
+        item = client.get(api_path("wakeups", wakeup_id))
     emit(item, lambda: click.echo(details(item, list(item))))
 
 

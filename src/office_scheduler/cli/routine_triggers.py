@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from office_scheduler.cli.client import ApiClient, api
+from office_scheduler.cli.client import ApiClient, api, api_path
 from office_scheduler.cli.state import CliError, emit, json_option, table
 from office_scheduler.domain.routines import SigningMode, TriggerKind
 
@@ -78,7 +78,7 @@ def trigger_add(
     if disabled:
         body["enabled"] = False
     with api() as client:
-        trigger = client.post(f"/routines/{routine_id}/triggers", body)
+        trigger = client.post(api_path("routines", routine_id, "triggers"), body)
         url = _webhook_url(client, trigger)
     shown = {**trigger, "url": url} if url else trigger
     emit(shown, lambda: _show_trigger_created(trigger, url))
@@ -90,13 +90,13 @@ def trigger_add(
 def trigger_list(routine_id: str) -> None:
     """List a routine's triggers (secrets are never shown)."""
     with api() as client:
-        triggers = client.get(f"/routines/{routine_id}/triggers")["items"]
+        triggers = client.get(api_path("routines", routine_id, "triggers"))["items"]
     emit(triggers, lambda: click.echo(table(triggers, TRIGGER_COLUMNS, max_width=60)))
 
 
 def _set_enabled(trigger_id: str, enabled: bool) -> None:
     with api() as client:
-        trigger = client.patch(f"/routine-triggers/{trigger_id}", {"enabled": enabled})
+        trigger = client.patch(api_path("routine-triggers", trigger_id), {"enabled": enabled})
     state = "enabled" if trigger["enabled"] else "disabled"
     emit(trigger, lambda: click.echo(f"trigger {trigger['id']} is {state}"))
 
@@ -122,5 +122,5 @@ def trigger_disable(trigger_id: str) -> None:
 def trigger_delete(trigger_id: str) -> None:
     """Delete a trigger (its routine runs stay)."""
     with api() as client:
-        client.request("DELETE", f"/routine-triggers/{trigger_id}")
+        client.request("DELETE", api_path("routine-triggers", trigger_id))
     click.echo(f"deleted trigger {trigger_id}")

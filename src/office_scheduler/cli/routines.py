@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from office_scheduler.cli.client import agent_id, api, workspace_id
+from office_scheduler.cli.client import agent_id, api, api_path, workspace_id
 from office_scheduler.cli.routine_triggers import TRIGGER_COLUMNS, trigger_group
 from office_scheduler.cli.state import CliError, details, emit, json_option, table
 from office_scheduler.cli.state import state as current_state
@@ -123,7 +123,7 @@ def routine_list(workspace: str | None) -> None:
     """List a workspace's routines, oldest first."""
     with api() as client:
         space = workspace_id(client, workspace)
-        routines = client.get(f"/workspaces/{space}/routines")["items"]
+        routines = client.get(api_path("workspaces", space, "routines"))["items"]
     emit(routines, lambda: click.echo(table(routines, ROUTINE_COLUMNS)))
 
 
@@ -133,8 +133,8 @@ def routine_list(workspace: str | None) -> None:
 def routine_show(routine_id: str) -> None:
     """Show a routine with its template, variables and triggers."""
     with api() as client:
-        routine = client.get(f"/routines/{routine_id}")
-        triggers = client.get(f"/routines/{routine_id}/triggers")["items"]
+        routine = client.get(api_path("routines", routine_id))
+        triggers = client.get(api_path("routines", routine_id, "triggers"))["items"]
     if current_state().json:
         emit({**routine, "triggers": triggers}, lambda: None)
         return
@@ -209,14 +209,14 @@ def routine_create(
         space = workspace_id(client, workspace)
         if assignee:
             body["assignee_agent_id"] = agent_id(client, space, assignee)
-        routine = client.post(f"/workspaces/{space}/routines", body)
+        routine = client.post(api_path("workspaces", space, "routines"), body)
         trigger = None
         if cron is not None:
             schedule = {"kind": "schedule", "cron_expression": cron, "timezone": timezone or ""}
             try:
-                trigger = client.post(f"/routines/{routine['id']}/triggers", schedule)
+                trigger = client.post(api_path("routines", routine["id"], "triggers"), schedule)
             except CliError:
-                client.request("DELETE", f"/routines/{routine['id']}")
+                client.request("DELETE", api_path("routines", routine["id"]))
                 raise
 
     def render() -> None:
@@ -277,7 +277,7 @@ def routine_update(
     if not changes and not assignee and title is None and description is None:
         raise CliError("nothing to change: give at least one option", 2)
     with api() as client:
-        current = client.get(f"/routines/{routine_id}")
+        current = client.get(api_path("routines", routine_id))
         if assignee:
             changes["assignee_agent_id"] = agent_id(client, current["workspace_id"], assignee)
         if title is not None or description is not None:
@@ -286,13 +286,13 @@ def routine_update(
                 raise CliError("the routine has no task template yet: give --title", 2)
             template.update(_template(title, description) or {})
             changes["task_template"] = template
-        routine = client.patch(f"/routines/{routine_id}", changes)
+        routine = client.patch(api_path("routines", routine_id), changes)
     emit(routine, lambda: click.echo(f"updated routine {routine['id']} [{routine['status']}]"))
 
 
 def _set_status(routine_id: str, status: str) -> None:
     with api() as client:
-        routine = client.patch(f"/routines/{routine_id}", {"status": status})
+        routine = client.patch(api_path("routines", routine_id), {"status": status})
     emit(routine, lambda: click.echo(f"routine {routine['id']} is {routine['status']}"))
 
 
@@ -317,7 +317,7 @@ def routine_resume(routine_id: str) -> None:
 def routine_delete(routine_id: str) -> None:
     """Delete a routine with its triggers and history (tasks it created stay)."""
     with api() as client:
-        client.request("DELETE", f"/routines/{routine_id}")
+        client.request("DELETE", api_path("routines", routine_id))
     click.echo(f"deleted routine {routine_id}")
 
 
@@ -329,7 +329,7 @@ def routine_fire(routine_id: str, assignments: tuple[str, ...]) -> None:
     """Fire a routine now; prints the routine run and the task or run it created."""
     values = dict(parse_assignment(spec) for spec in assignments)
     with api() as client:
-        run = client.post(f"/routines/{routine_id}/fire", {"variables": values})
+        run = client.post(api_path("routines", routine_id, "fire"), {"variables": values})
 
     def render() -> None:
         linked = ""
@@ -350,7 +350,7 @@ def routine_fire(routine_id: str, assignments: tuple[str, ...]) -> None:
 def routine_runs(routine_id: str, limit: int) -> None:
     """List a routine's runs, newest first."""
     with api() as client:
-        runs = client.get(f"/routines/{routine_id}/runs", limit=limit)["items"]
+        runs = client.get(api_path("routines", routine_id, "runs"), limit=limit)["items"]
     emit(runs, lambda: click.echo(table(runs, RUN_COLUMNS)))
 
 

@@ -23,6 +23,7 @@ import structlog
 import uvicorn
 
 from office_scheduler.auth import TokenService
+from office_scheduler.cli.http_server import server_config
 from office_scheduler.service import Service
 from office_scheduler.store import migrate
 from office_scheduler.store.engine import open_database
@@ -127,18 +128,7 @@ class OfficeRuntime:
         from office_scheduler.api import create_app
 
         app = create_app(self.service, lifespan_manages_service=False)
-        config = uvicorn.Config(
-            app,
-            log_config=None,
-            lifespan="on",
-            timeout_graceful_shutdown=5,
-            access_log=True,
-            # Slow or idle clients: an idle keep-alive connection closes after 5 s, and a
-            # request line plus headers over 64 KiB is refused (docs/security.md).
-            timeout_keep_alive=5,
-            h11_max_incomplete_event_size=64 * 1024,
-        )
-        self._server = _EmbeddedServer(config)
+        self._server = _EmbeddedServer(server_config(app))
         self._serving = asyncio.create_task(self._server.serve(sockets=[sock]), name="http")
         while not self._server.started:
             if self._serving.done():

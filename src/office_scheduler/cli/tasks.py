@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from office_scheduler.cli.client import agent_id, api, workspace_id
+from office_scheduler.cli.client import agent_id, api, api_path, workspace_id
 from office_scheduler.cli.state import CliError, details, emit, json_option, table
 from office_scheduler.cli.state import state as current_state
 from office_scheduler.domain.status import TaskState
@@ -77,7 +77,7 @@ def task_create(
     """Create a task (assigned Office tasks wake their assignee)."""
     with api() as client:
         if workspace is None and parent_id is not None:
-            workspace = client.get(f"/tasks/{parent_id}")["workspace_id"]
+            workspace = client.get(api_path("tasks", parent_id))["workspace_id"]
         space = workspace_id(client, workspace)
         body: dict[str, Any] = {
             "title": title,
@@ -88,7 +88,7 @@ def task_create(
             "blocked_by": list(blocked_by),
             "workflow": "kanban" if kanban else "office",
         }
-        task = client.post(f"/workspaces/{space}/tasks", body)
+        task = client.post(api_path("workspaces", space, "tasks"), body)
     emit(task, lambda: click.echo(f"created task {task['id']}: {task['title']}"))
 
 
@@ -130,13 +130,13 @@ def task_update(
     if not changes and not assignee and not blocked_by:
         raise CliError("nothing to change: give at least one option", 2)
     with api() as client:
-        task = client.get(f"/tasks/{task_id}")
+        task = client.get(api_path("tasks", task_id))
         if assignee:
             changes["assignee_agent_id"] = agent_id(client, task["workspace_id"], assignee)
         for blocker in blocked_by:
-            task = client.post(f"/tasks/{task_id}/blockers", {"blocker_task_id": blocker})
+            task = client.post(api_path("tasks", task_id, "blockers"), {"blocker_task_id": blocker})
         if changes:
-            task = client.patch(f"/tasks/{task_id}", changes)
+            task = client.patch(api_path("tasks", task_id), changes)
     emit(task, lambda: click.echo(f"updated task {task['id']} [{task['state']}]"))
 
 
@@ -149,7 +149,7 @@ def task_done(task_id: str) -> None:
     A ``requires_approval`` task finished by its own agent goes to IN_REVIEW instead.
     """
     with api() as client:
-        task = client.patch(f"/tasks/{task_id}", {"state": TaskState.DONE.value})
+        task = client.patch(api_path("tasks", task_id), {"state": TaskState.DONE.value})
     emit(task, lambda: click.echo(f"task {task['id']} is {task['state']}"))
 
 
@@ -172,10 +172,10 @@ def task_list(
     """List tasks, oldest first."""
     with api() as client:
         if workspace is None and parent_id is not None:
-            workspace = client.get(f"/tasks/{parent_id}")["workspace_id"]
+            workspace = client.get(api_path("tasks", parent_id))["workspace_id"]
         space = workspace_id(client, workspace)
         tasks = client.collect(
-            f"/workspaces/{space}/tasks",
+            api_path("workspaces", space, "tasks"),
             limit=limit,
             state=_state(state),
             assignee_agent_id=agent_id(client, space, assignee) if assignee else None,
@@ -191,12 +191,12 @@ def task_list(
 def task_show(task_id: str) -> None:
     """Show one task with its subtasks and comments."""
     with api() as client:
-        task = client.get(f"/tasks/{task_id}")
+        task = client.get(api_path("tasks", task_id))
         if current_state().json:
             emit(task, lambda: None)
             return
-        children = client.collect(f"/tasks/{task_id}/subtasks", limit=500)
-        comments = client.collect(f"/tasks/{task_id}/comments", limit=500)
+        children = client.collect(api_path("tasks", task_id, "subtasks"), limit=500)
+        comments = client.collect(api_path("tasks", task_id, "comments"), limit=500)
     click.echo(details(task, [key for key in TASK_FIELDS if key != "description"]))
     click.echo("\ndescription:\n" + _indent(task.get("description") or "(none)"))
     if children:
@@ -226,7 +226,7 @@ def comment_add(task_id: str, body: str) -> None:
     if not text.strip():
         raise CliError("the comment body is empty", 2)
     with api() as client:
-        comment = client.post(f"/tasks/{task_id}/comments", {"body": text})
+        comment = client.post(api_path("tasks", task_id, "comments"), {"body": text})
     emit(comment, lambda: click.echo(f"comment {comment['id']} added to task {task_id}"))
 
 
@@ -236,6 +236,6 @@ def comment_add(task_id: str, body: str) -> None:
 def comment_list(task_id: str) -> None:
     """List a task's comments, oldest first."""
     with api() as client:
-        comments = client.collect(f"/tasks/{task_id}/comments", limit=1000)
+        comments = client.collect(api_path("tasks", task_id, "comments"), limit=1000)
     columns = [("at", "created_at"), ("author", "author_agent_id"), ("body", "body")]
     emit(comments, lambda: click.echo(table(comments, columns, max_width=80)))

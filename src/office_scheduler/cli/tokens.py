@@ -6,11 +6,9 @@ again. Rotating the admin token: create a new one, switch clients to it, revoke 
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
 import click
 
-from office_scheduler.cli.client import api
+from office_scheduler.cli.client import api, api_path, checked_text
 from office_scheduler.cli.state import details, emit, json_option, table
 from office_scheduler.domain.status import TokenKind
 
@@ -27,19 +25,6 @@ TOKEN_COLUMNS = [
 TOKEN_FIELDS = ["id", "kind", "name", "active", "created_at", "expires_at", "revoked_at"]
 
 
-def _text(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Refuse values no request can carry: empty ones, NUL, undecodable bytes (exit 2)."""
-    if value is None:
-        return None
-    if not value or "\x00" in value:
-        raise click.BadParameter("must be non-empty text without NUL characters", param=param)
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        raise click.BadParameter("is not valid UTF-8 text", param=param) from None
-    return value
-
-
 @click.group("token")
 def token_group() -> None:
     """Create, list and revoke API tokens."""
@@ -47,7 +32,7 @@ def token_group() -> None:
 
 @token_group.command("create")
 @click.option(
-    "--name", required=True, callback=_text, help="A label for people (who or what uses it)."
+    "--name", required=True, callback=checked_text, help="A label for people (who or what uses it)."
 )
 @json_option
 def token_create(name: str) -> None:
@@ -76,11 +61,10 @@ def token_list(kind: str | None, show_all: bool, limit: int) -> None:
 
 
 @token_group.command("revoke")
-@click.argument("token_id", callback=_text)
+@click.argument("token_id", callback=checked_text)
 @json_option
 def token_revoke(token_id: str) -> None:
     """Revoke TOKEN_ID at once (again is fine)."""
     with api() as client:
-        # Quoted: an id such as '../agents/ID/pause?' must not name another route.
-        token = client.post(f"/tokens/{quote(token_id, safe='')}/revoke")
+        token = client.post(api_path("tokens", token_id, "revoke"))
     emit(token, lambda: click.echo(details(token, TOKEN_FIELDS)))

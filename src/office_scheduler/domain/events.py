@@ -18,9 +18,15 @@ class Event:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TaskCreated(Event):
-    """A task was created (possibly already assigned)."""
+    """A task was created (possibly already assigned).
+
+    Attributes:
+        by: who created it when no agent did (``actor_agent_id`` is ``None``): ``user``
+            (a person) or ``system`` (a routine's run).
+    """
 
     task: Task
+    by: str = "user"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -29,6 +29,7 @@ from office_scheduler.executors.base import Executor
 from office_scheduler.pipeline.storable import clean_json, short_error
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
+from office_scheduler.store.reconnect import call_retrying_if_connection_lost
 from office_scheduler.store.runlog import RunEventRow
 
 log = structlog.get_logger(__name__)
@@ -109,6 +110,7 @@ class RunContext:
         result = clean_json(result) if result is not None else None
         now = self.deps.clock.now()
         ended = await asyncio.to_thread(
+            call_retrying_if_connection_lost,
             self.deps.store.queue.finish_run,
             self.run.id,
             status=status,
@@ -159,6 +161,7 @@ class RunContext:
         result = clean_json(result) if result is not None else None
         now = self.deps.clock.now()
         parked = await asyncio.to_thread(
+            call_retrying_if_connection_lost,
             self.deps.store.queue.schedule_retry,
             self.run.id,
             retry_at=retry_at,

@@ -300,7 +300,7 @@ class RoutineService(TriggerOps):
             return await asyncio.to_thread(self._store.routines.get_run, run.id)
         if gate.task is not None:
             log.info("routine_task_created", routine_id=routine.id, task_id=gate.task.id)
-            await self._publish(TaskCreated(task=gate.task))
+            await self._publish(TaskCreated(task=gate.task, by="system"))
             return gate.run
         if not gate.proceed:
             log.info(

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
@@ -30,15 +31,36 @@ KEEPALIVES: dict[str, Any] = {
 }
 
 
+#: SQLSTATEs of a server going away (class 08 is checked separately): admin, crash and
+#: startup shutdowns (PostgreSQL "Operator Intervention").
+_SERVER_GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
+#: SQLite errors that mean "try again later", not "this statement is wrong".
+_SQLITE_TRANSIENT = ("database is locked", "unable to open database", "disk i/o error")
+
+
 def is_connection_lost(error: BaseException) -> bool:
     """Whether ``error`` is a lost or refused database connection (not a bad statement).
 
     Such a failure says nothing about the run being processed, so callers put the run
-    back in the queue instead of failing it.
+    back in the queue (or retry) instead of failing it. PostgreSQL: the connection was
+    invalidated, or the SQLSTATE is a connection exception (class ``08``) or a server
+    shutdown (``57P01``-``57P03``), or the driver failed before the server answered (no
+    SQLSTATE). A statement timeout (``57014``), deadlock (``40P01``) or serialization
+    failure is *not* a lost connection: retrying or requeueing it blindly could loop.
+    SQLite: a locked, unopenable or failing database file.
     """
-    if isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated:
+    if isinstance(error, sa.exc.DisconnectionError):
         return True
-    return isinstance(error, sa.exc.OperationalError | sa.exc.DisconnectionError)
+    if not isinstance(error, sa.exc.DBAPIError):
+        return False
+    if error.connection_invalidated:
+        return True
+    if not isinstance(error, sa.exc.OperationalError):
+        return False
+    state = getattr(error.orig, "sqlstate", None)
+    if isinstance(error.orig, psycopg.Error):
+        return state is None or state.startswith("08") or state in _SERVER_GONE_STATES
+    return any(text in str(error.orig).lower() for text in _SQLITE_TRANSIENT)
 
 
 def normalise_url(url: str) -> str:

@@ -208,5 +208,6 @@ async def wake_agent(
         payload={"reason": body.reason, "payload": body.payload or {}},
         task_id=body.task_id,
         idempotency_key=body.idempotency_key,
+        agent=agent,
     )
     return IntakeOut.of(result)
