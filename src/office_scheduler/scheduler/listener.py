@@ -39,6 +39,11 @@ class WakeListenerLoop(OwnedLoop):
         self._poke = poke
         self.received = 0
 
+    @property
+    def connected(self) -> bool:
+        """Whether the listening connection is up (it reconnects on its own after a loss)."""
+        return self._listener.connected
+
     async def run_pass(self) -> float:
         """Connect when needed, then wait up to :data:`WAIT_S` for notifications."""
         try:
