@@ -11,7 +11,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from helpers import Office
-from office_scheduler.domain.models import Run, WakeRequest
+from office_scheduler.domain.errors import NotFoundError
+from office_scheduler.domain.models import Run, WakeRequest, WorkspaceSettings
 from office_scheduler.domain.status import (
     Classification,
     IntakeOutcome,
@@ -303,3 +304,23 @@ async def test_a_run_that_moves_on_during_intake_gets_a_fresh_run_not_a_500(
     assert second.run.id != claimed.id
     assert reads == 2
     assert office.store.queue.get_run(claimed.id).coalesced_count == 1
+
+
+def test_a_wake_naming_another_workspace_than_its_agents_is_refused(office: Office) -> None:
+    other = office.store.office.create_workspace(
+        name="elsewhere", settings=WorkspaceSettings(), now=office.clock.now()
+    )
+    with pytest.raises(NotFoundError) as refused:
+        office.store.queue.enqueue(
+            WakeRequest(
+                workspace_id=other.id,
+                agent_id=office.worker.id,
+                source=WakeSource.USER,
+                hold=False,
+            ),
+            now=office.clock.now(),
+            hold=timedelta(0),
+            decide=decide_merge,
+        )
+    assert refused.value.field == "agent_id"
+    assert office.store.listing.list_wakeups(agent_id=office.worker.id, limit=10).items == []

@@ -21,6 +21,8 @@ from office_scheduler.store.reconnect import retry_if_connection_lost
 
 log = structlog.get_logger(__name__)
 
+ZERO = timedelta(0)
+
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_KEY_CHARS = 500
 
@@ -103,8 +105,8 @@ class Intake:
         return result
 
     def _persist(self, request: WakeRequest) -> IntakeResult:
-        window = self._store.office.coalesce_window(request.workspace_id)
-        hold = window if request.hold else timedelta(0)
+        # A wake without a hold (user wakes, fire now) needs no settings read.
+        hold = self._store.office.coalesce_window(request.workspace_id) if request.hold else ZERO
         return self._store.queue.enqueue(
             request, now=self._clock.now(), hold=hold, decide=decide_merge
         )

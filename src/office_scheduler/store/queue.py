@@ -195,10 +195,15 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             decide: the merge policy, given the request and the in-flight run.
 
         Raises:
-            NotFoundError: the agent does not exist.
+            NotFoundError: the agent does not exist, or not in ``request.workspace_id``.
         """
         with self._db.write() as conn:
-            lock_agent(conn, request.agent_id)
+            agent = lock_agent(conn, request.agent_id)
+            if agent["workspace_id"] != request.workspace_id:
+                raise NotFoundError(
+                    f"agent {request.agent_id} not found in workspace {request.workspace_id}",
+                    field="agent_id",
+                )
             values = {
                 "workspace_id": request.workspace_id,
                 "agent_id": request.agent_id,
