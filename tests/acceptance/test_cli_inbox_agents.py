@@ -129,3 +129,13 @@ def test_inbox_and_activity_commands(served: Served) -> None:
     text = served.run("activity", "list")
     assert "agent_resumed" in text.stdout
     assert "ACTOR" in text.stdout
+
+
+def test_wake_takes_an_agent_name_or_id(served: Served) -> None:
+    by_name = served.json("wake", "worker-1", "--reason", "go")
+    assert by_name["wakeup"]["agent_id"] == served.worker
+    by_id = served.json("wake", served.lead, "--reason", "go")
+    assert by_id["wakeup"]["agent_id"] == served.lead
+    missing = served.run("wake", "nobody", "--reason", "go")
+    assert missing.exit_code == 1
+    assert "no agent 'nobody'" in _one_line_error(missing)

@@ -80,7 +80,7 @@ def wake(
     payload: str | None,
     idempotency_key: str | None,
 ) -> None:
-    """Wake AGENT (an id), or `self` for the calling agent (OFFICE_AGENT_ID)."""
+    """Wake AGENT (an id or a name), or `self` for the calling agent (OFFICE_AGENT_ID)."""
     if agent == "self":
         agent = state().environ.get("OFFICE_AGENT_ID", "")
         if not agent:
@@ -92,6 +92,8 @@ def wake(
         "idempotency_key": idempotency_key,
     }
     with api() as client:
+        if agent != state().environ.get("OFFICE_AGENT_ID"):
+            agent = resolve_agent(client, agent, None)  # names too, like `office agent show`
         result = client.post(api_path("agents", agent, "wake"), body)
 
     def render() -> None:
