@@ -44,7 +44,6 @@ from office_scheduler.scheduler.listener import WakeListenerLoop
 from office_scheduler.scheduler.maintenance import MaintenanceLoop
 from office_scheduler.scheduler.orphans import kill_orphans
 from office_scheduler.scheduler.runs import RunsLoop
-from office_scheduler.store.dashboard_cancel import cancel_queued_run
 from office_scheduler.store.engine import is_connection_lost, open_database
 from office_scheduler.store.facade import Store
 from office_scheduler.store.leadership import Leadership
@@ -455,7 +454,7 @@ class Service:
         ended: Run | None = None
         if run.status is RunStatus.QUEUED:
             ended = await asyncio.to_thread(
-                cancel_queued_run, self.store.db, run_id, reason=reason, now=now
+                self.store.queue.cancel_queued, run_id, reason=reason, now=now
             )
         elif run.status is RunStatus.SCHEDULED_RETRY:
             ended = await asyncio.to_thread(

@@ -10,7 +10,6 @@ import sqlalchemy as sa
 from office_scheduler.domain.models import WorkspaceSettings
 from office_scheduler.domain.status import AgentRole, RunReason, RunStatus, TaskState, WorkflowKind
 from office_scheduler.store.dashboard import DashboardStore
-from office_scheduler.store.dashboard_cancel import cancel_queued_run
 from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
 from office_scheduler.store.schema import cost_events, runs, wakeup_requests
@@ -112,12 +111,10 @@ def test_aggregates(database: Database, now: datetime) -> None:
 
     stamp = dash.change_stamp()
     queued_id = next(r.id for r in dash.search_runs(ws.id, status=RunStatus.QUEUED).items)
-    cancelled = cancel_queued_run(database, queued_id, reason=RunReason.CANCELLED_BY_USER, now=now)
+    cancelled = store.queue.cancel_queued(queued_id, reason=RunReason.CANCELLED_BY_USER, now=now)
     assert cancelled is not None
     assert cancelled.status is RunStatus.CANCELLED
-    assert (
-        cancel_queued_run(database, queued_id, reason=RunReason.CANCELLED_BY_USER, now=now) is None
-    )
+    assert store.queue.cancel_queued(queued_id, reason=RunReason.CANCELLED_BY_USER, now=now) is None
     store.runlog.add_run_event(queued_id, kind="run_cancelled", now=now)
     assert dash.change_stamp() != stamp
 

@@ -13,7 +13,7 @@ from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.models import Run
 from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunStatus
 from office_scheduler.store.rows import run_from_row
-from office_scheduler.store.schema import agents, api_tokens, runs, tasks
+from office_scheduler.store.schema import agents, runs, tasks
 
 
 def lock_agent(conn: Connection, agent_id: str) -> Mapping[Any, Any]:
@@ -105,12 +105,3 @@ def earliest_not_before(conn: Connection, status: RunStatus) -> datetime | None:
         sa.select(sa.func.min(runs.c.not_before)).where(runs.c.status == status.value)
     ).scalar()
     return value
-
-
-def revoke_run_tokens(conn: Connection, run_id: int, now: datetime) -> None:
-    """Revoke every unrevoked API token of ``run_id`` (its run ended or was parked)."""
-    conn.execute(
-        sa.update(api_tokens)
-        .where(api_tokens.c.run_id == run_id, api_tokens.c.revoked_at.is_(None))
-        .values(revoked_at=now)
-    )

@@ -29,12 +29,12 @@ from office_scheduler.store.queue_common import (
     lock_agent,
     release_checkouts,
     release_stale_checkout,
-    revoke_run_tokens,
     stamp_cooldown,
 )
 from office_scheduler.store.queue_heads import lock_agents_of_runs, refresh_heads
 from office_scheduler.store.rows import agent_from_row, run_from_row
 from office_scheduler.store.schema import agents, runs, tasks
+from office_scheduler.store.tokens import revoke_run_tokens
 
 _COORDINATOR_ROLES = [role.value for role in AgentRole if role.is_coordinator]
 _LIVE = [status.value for status in LIVE_RUN_STATUSES]

@@ -18,13 +18,13 @@ from office_scheduler.store.queue_common import (
     get_run,
     lock_agent,
     release_checkouts,
-    revoke_run_tokens,
     stamp_cooldown,
 )
 from office_scheduler.store.queue_heads import lock_agents_of_runs, refresh_heads
 from office_scheduler.store.rows import context_to_json, run_from_row
 from office_scheduler.store.schema import agents, run_events, runs, tasks, wakeup_requests
 from office_scheduler.store.sql import insert
+from office_scheduler.store.tokens import revoke_run_tokens
 
 
 class RunTransitions:
@@ -201,6 +201,28 @@ class RunTransitions:
             .values(run_id=new_id)
         )
         refresh_heads(conn, [run.agent_id])  # the caller holds the agent lock
+
+    def cancel_queued(self, run_id: int, *, reason: RunReason, now: datetime) -> Run | None:
+        """End ``run_id`` ``cancelled`` with ``reason`` if it is still ``queued``.
+
+        A conditional update: a claim that wins the race leaves the run untouched. The
+        agent's queue head may be left early, which the next claim corrects.
+
+        Returns:
+            The cancelled run, or ``None`` when it was no longer queued.
+        """
+        with self._db.write() as conn:
+            row = (
+                conn.execute(
+                    sa.update(runs)
+                    .where(runs.c.id == run_id, runs.c.status == RunStatus.QUEUED.value)
+                    .values(status=RunStatus.CANCELLED.value, reason=reason.value, finished_at=now)
+                    .returning(*runs.c)
+                )
+                .mappings()
+                .first()
+            )
+        return None if row is None else run_from_row(row)
 
     def requeue(self, run_ids: Sequence[int], *, reason: RunReason, now: datetime) -> int:
         """Put claimed or running runs back to ``queued`` (shutdown, lost lease); not a failure.

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import InvalidInputError, NotFoundError
 from office_scheduler.domain.models import ApiToken
@@ -27,6 +28,19 @@ def _active(now: datetime) -> sa.ColumnElement[bool]:
         api_tokens.c.revoked_at.is_(None),
         sa.or_(api_tokens.c.expires_at.is_(None), api_tokens.c.expires_at > now),
     )
+
+
+def revoke_run_tokens(conn: Connection, run_id: int, now: datetime) -> int:
+    """Revoke every unrevoked token of ``run_id`` in the caller's transaction.
+
+    Returns:
+        How many tokens were revoked.
+    """
+    return conn.execute(
+        sa.update(api_tokens)
+        .where(api_tokens.c.run_id == run_id, api_tokens.c.revoked_at.is_(None))
+        .values(revoked_at=now)
+    ).rowcount
 
 
 class TokenStore:
@@ -119,11 +133,7 @@ class TokenStore:
             How many tokens this call revoked.
         """
         with self._db.write() as conn:
-            return conn.execute(
-                sa.update(api_tokens)
-                .where(api_tokens.c.run_id == run_id, api_tokens.c.revoked_at.is_(None))
-                .values(revoked_at=now)
-            ).rowcount
+            return revoke_run_tokens(conn, run_id, now)
 
     def list_tokens(self, *, kind: TokenKind | None = None) -> list[ApiToken]:
         """Return every token (revoked and expired ones too), oldest first.
