@@ -121,9 +121,12 @@ def activity_values(
     }
 
 
+_INSERT_ACTIVITY = sa.insert(activity_log)
+
+
 def insert_activity(conn: Connection, values: Mapping[str, Any]) -> None:
     """Add one entry (made by :func:`activity_values`) inside the caller's transaction."""
-    conn.execute(sa.insert(activity_log).values(**values))
+    conn.execute(_INSERT_ACTIVITY, dict(values))
 
 
 class ActivityMethods:

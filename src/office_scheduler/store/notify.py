@@ -34,10 +34,13 @@ def wake_channel(schema: str | None) -> str:
     return f"office_wake_{suffix}"[:MAX_CHANNEL] if suffix else "office_wake"
 
 
+_NOTIFY = sa.select(sa.func.pg_notify(sa.bindparam("channel", type_=sa.String), ""))
+
+
 def notify_wake(conn: Connection, schema: str | None) -> None:
     """Queue a wake notification in the caller's transaction (PostgreSQL; no-op elsewhere)."""
     if conn.dialect.name == "postgresql":
-        conn.execute(sa.select(sa.func.pg_notify(wake_channel(schema), "")))
+        conn.execute(_NOTIFY, {"channel": wake_channel(schema)})
 
 
 class WakeListener:

@@ -74,8 +74,11 @@ def _cooldown_s(value: object) -> float:
     return value.total_seconds()
 
 
+_AGENT_BY_ID = sa.select(agents).where(agents.c.id == sa.bindparam("agent_id"))
+
+
 def _agent_row(conn: Connection, agent_id: str) -> Row:
-    row = first_row(conn, sa.select(agents).where(agents.c.id == agent_id))
+    row = first_row(conn, _AGENT_BY_ID, {"agent_id": agent_id})
     if row is None:
         raise NotFoundError(f"agent {agent_id} not found", field="agent_id")
     return row
@@ -190,7 +193,7 @@ class AgentMethods:
     def find_agent(self, agent_id: str) -> Agent | None:
         """Return the agent ``agent_id``, or ``None``."""
         with self._db.read() as conn:
-            row = first_row(conn, sa.select(agents).where(agents.c.id == agent_id))
+            row = first_row(conn, _AGENT_BY_ID, {"agent_id": agent_id})
             return None if row is None else agent_from_row(row)
 
     def find_agent_by_name(self, workspace_id: str, name: str) -> Agent | None:

@@ -41,7 +41,7 @@ from office_scheduler.store.schema import (
     runs,
     wakeup_requests,
 )
-from office_scheduler.store.sql import insert
+from office_scheduler.store.sql import PerDialect
 
 MergePolicy = Callable[[WakeRequest, Run | None], MergeDecision]
 
@@ -81,26 +81,49 @@ class IntakeResult:
     outcome: IntakeOutcome
 
 
+def _in_flight_query(*, task_bound: bool) -> sa.Select[Any]:
+    scope = runs.c.task_id == sa.bindparam("task_id") if task_bound else runs.c.task_id.is_(None)
+    queued_first = sa.case((runs.c.status == RunStatus.QUEUED.value, 0), else_=1)
+    return (
+        sa.select(runs)
+        .where(
+            runs.c.agent_id == sa.bindparam("agent_id"),
+            runs.c.status.in_([RunStatus.QUEUED.value, RunStatus.CLAIMED.value]),
+            scope,
+        )
+        .order_by(queued_first, runs.c.id.desc())
+        .limit(1)
+    )
+
+
+_IN_FLIGHT_OF_TASK = _in_flight_query(task_bound=True)
+_IN_FLIGHT_UNBOUND = _in_flight_query(task_bound=False)
+_INSERT_WAKEUP = PerDialect(
+    lambda insert: (
+        insert(wakeup_requests)
+        .on_conflict_do_nothing(index_elements=["idempotency_key"])
+        .returning(*wakeup_requests.c)
+    )
+)
+_SET_WAKEUP_OUTCOME = sa.update(wakeup_requests).where(
+    wakeup_requests.c.id == sa.bindparam("wakeup_id")
+)
+_INSERT_RUN = sa.insert(runs).returning(*runs.c)
+_MERGE_RUN = (
+    sa.update(runs)
+    .where(runs.c.id == sa.bindparam("run_id"), runs.c.status == sa.bindparam("read_status"))
+    .returning(*runs.c)
+)
+
+
 def _in_flight(conn: Connection, request: WakeRequest) -> Run | None:
     """The run a wake may join: the newest queued run of its scope, else the newest claimed."""
-    scope = (
-        runs.c.task_id.is_(None) if request.task_id is None else runs.c.task_id == request.task_id
-    )
-    queued_first = sa.case((runs.c.status == RunStatus.QUEUED.value, 0), else_=1)
-    row = (
-        conn.execute(
-            sa.select(runs)
-            .where(
-                runs.c.agent_id == request.agent_id,
-                runs.c.status.in_([RunStatus.QUEUED.value, RunStatus.CLAIMED.value]),
-                scope,
-            )
-            .order_by(queued_first, runs.c.id.desc())
-            .limit(1)
-        )
-        .mappings()
-        .first()
-    )
+    if request.task_id is None:
+        found = conn.execute(_IN_FLIGHT_UNBOUND, {"agent_id": request.agent_id})
+    else:
+        params = {"agent_id": request.agent_id, "task_id": request.task_id}
+        found = conn.execute(_IN_FLIGHT_OF_TASK, params)
+    row = found.mappings().first()
     return None if row is None else run_from_row(row)
 
 
@@ -215,10 +238,7 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                 "status": WakeupStatus.QUEUED.value,
                 "requested_at": now,
             }
-            stmt = insert(conn)(wakeup_requests).values(**values)
-            if request.idempotency_key is not None:
-                stmt = stmt.on_conflict_do_nothing(index_elements=["idempotency_key"])
-            inserted = conn.execute(stmt.returning(*wakeup_requests.c)).mappings().first()
+            inserted = conn.execute(_INSERT_WAKEUP(conn), values).mappings().first()
             if inserted is None:
                 return self._duplicate(conn, request.idempotency_key)
             stored = wakeup_from_row(inserted)
@@ -250,9 +270,8 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                 run = merged
                 status, outcome = WakeupStatus.COALESCED, IntakeOutcome.COALESCED
             conn.execute(
-                sa.update(wakeup_requests)
-                .where(wakeup_requests.c.id == stored.id)
-                .values(status=status.value, run_id=run.id)
+                _SET_WAKEUP_OUTCOME,
+                {"wakeup_id": stored.id, "status": status.value, "run_id": run.id},
             )
             made_due = in_flight is not None and run.not_before < in_flight.not_before
             if merged is None or made_due:
@@ -283,22 +302,21 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         now: datetime,
         hold: timedelta,
     ) -> Run:
-        not_before = now + hold if request.hold else now
-        stmt = insert(conn)(runs).values(
-            workspace_id=request.workspace_id,
-            agent_id=request.agent_id,
-            task_id=request.task_id,
-            source=request.source.value,
-            classification=request.classification.value,
-            status=RunStatus.QUEUED.value,
-            idempotency_key=request.idempotency_key,
-            context_snapshot=[context_to_json(entry)],
-            context_version=1,
-            coalesced_count=1,
-            requested_at=now,
-            not_before=not_before,
-        )
-        return run_from_row(conn.execute(stmt.returning(*runs.c)).mappings().one())
+        values = {
+            "workspace_id": request.workspace_id,
+            "agent_id": request.agent_id,
+            "task_id": request.task_id,
+            "source": request.source.value,
+            "classification": request.classification.value,
+            "status": RunStatus.QUEUED.value,
+            "idempotency_key": request.idempotency_key,
+            "context_snapshot": [context_to_json(entry)],
+            "context_version": 1,
+            "coalesced_count": 1,
+            "requested_at": now,
+            "not_before": now + hold if request.hold else now,
+        }
+        return run_from_row(conn.execute(_INSERT_RUN, values).mappings().one())
 
     def _merge(
         self,
@@ -325,16 +343,8 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             changes["source"] = request.source.value
         if not request.hold and run.status is RunStatus.QUEUED and run.not_before > now:
             changes["not_before"] = now
-        row = (
-            conn.execute(
-                sa.update(runs)
-                .where(runs.c.id == run.id, runs.c.status == run.status.value)
-                .values(**changes)
-                .returning(*runs.c)
-            )
-            .mappings()
-            .first()
-        )
+        params = {"run_id": run.id, "read_status": run.status.value, **changes}
+        row = conn.execute(_MERGE_RUN, params).mappings().first()
         return None if row is None else run_from_row(row)
 
     def claim(self, *, now: datetime, node_id: str, lease: timedelta, limit: int) -> list[Run]:

@@ -15,6 +15,16 @@ from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunStatus
 from office_scheduler.store.rows import run_from_row
 from office_scheduler.store.schema import agents, runs, tasks
 
+_LOCK_AGENT = sa.select(agents).where(agents.c.id == sa.bindparam("agent_id")).with_for_update()
+_GET_RUN = sa.select(runs).where(runs.c.id == sa.bindparam("run_id"))
+_RELEASE_CHECKOUTS = (
+    sa.update(tasks)
+    .where(tasks.c.checkout_run_id.in_(sa.bindparam("run_ids", expanding=True)))
+    .values(checkout_agent_id=None, checkout_run_id=None, checkout_at=None)
+)
+_COOLDOWN_OF = sa.select(agents.c.cooldown_s).where(agents.c.id == sa.bindparam("agent_id"))
+_STAMP_COOLDOWN = sa.update(agents).where(agents.c.id == sa.bindparam("agent_id"))
+
 
 def lock_agent(conn: Connection, agent_id: str) -> Mapping[Any, Any]:
     """Lock and return the agent row (``FOR UPDATE`` on PostgreSQL).
@@ -22,11 +32,7 @@ def lock_agent(conn: Connection, agent_id: str) -> Mapping[Any, Any]:
     Raises:
         NotFoundError: no such agent.
     """
-    row = (
-        conn.execute(sa.select(agents).where(agents.c.id == agent_id).with_for_update())
-        .mappings()
-        .first()
-    )
+    row = conn.execute(_LOCK_AGENT, {"agent_id": agent_id}).mappings().first()
     if row is None:
         raise NotFoundError(f"agent {agent_id} not found", field="agent_id")
     return row
@@ -38,7 +44,7 @@ def get_run(conn: Connection, run_id: int) -> Run:
     Raises:
         NotFoundError: no such run.
     """
-    row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
+    row = conn.execute(_GET_RUN, {"run_id": run_id}).mappings().first()
     if row is None:
         raise NotFoundError(f"run {run_id} not found", field="run_id")
     return run_from_row(row)
@@ -46,14 +52,13 @@ def get_run(conn: Connection, run_id: int) -> Run:
 
 def release_checkouts(conn: Connection, run_ids: Sequence[int]) -> None:
     """Release every task checkout held by ``run_ids``."""
-    conn.execute(
-        sa.update(tasks)
-        .where(tasks.c.checkout_run_id.in_(list(run_ids)))
-        .values(checkout_agent_id=None, checkout_run_id=None, checkout_at=None)
-    )
+    conn.execute(_RELEASE_CHECKOUTS, {"run_ids": list(run_ids)})
 
 
-def claim_fence(node_id: str | None, claimed_at: datetime | None) -> list[sa.ColumnElement[bool]]:
+def claim_fence(
+    node_id: str | sa.BindParameter[Any] | None,
+    claimed_at: datetime | sa.BindParameter[Any] | None,
+) -> list[sa.ColumnElement[bool]]:
     """Conditions that hold only while the claim ``(node_id, claimed_at)`` is the current one.
 
     A pipeline ends its run through these, so the late result of an attempt whose lease was
@@ -69,13 +74,14 @@ def claim_fence(node_id: str | None, claimed_at: datetime | None) -> list[sa.Col
 
 def stamp_cooldown(conn: Connection, agent_id: str, now: datetime) -> None:
     """Record that a session of ``agent_id`` ended at ``now`` and start its cooldown."""
-    cooldown_s = conn.execute(
-        sa.select(agents.c.cooldown_s).where(agents.c.id == agent_id)
-    ).scalar_one()
+    cooldown_s = conn.execute(_COOLDOWN_OF, {"agent_id": agent_id}).scalar_one()
     conn.execute(
-        sa.update(agents)
-        .where(agents.c.id == agent_id)
-        .values(last_wakeup_finished_at=now, cooldown_until=now + timedelta(seconds=cooldown_s))
+        _STAMP_COOLDOWN,
+        {
+            "agent_id": agent_id,
+            "last_wakeup_finished_at": now,
+            "cooldown_until": now + timedelta(seconds=cooldown_s),
+        },
     )
 
 

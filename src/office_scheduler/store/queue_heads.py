@@ -32,6 +32,13 @@ def _head_of_agent_row() -> sa.ScalarSelect[Any]:
     )
 
 
+_REFRESH_HEADS = (
+    sa.update(agents)
+    .where(agents.c.id.in_(sa.bindparam("agent_ids", expanding=True)))
+    .values(next_queued_at=_head_of_agent_row())
+)
+
+
 def refresh_heads(conn: Connection, agent_ids: Iterable[str]) -> None:
     """Recompute the queue heads of ``agent_ids`` inside the caller's transaction.
 
@@ -41,9 +48,7 @@ def refresh_heads(conn: Connection, agent_ids: Iterable[str]) -> None:
     ids = sorted(set(agent_ids))
     if not ids:
         return
-    conn.execute(
-        sa.update(agents).where(agents.c.id.in_(ids)).values(next_queued_at=_head_of_agent_row())
-    )
+    conn.execute(_REFRESH_HEADS, {"agent_ids": ids})
 
 
 def lock_agents_of_runs(conn: Connection, run_ids: Iterable[int]) -> list[str]:

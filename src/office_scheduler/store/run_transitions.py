@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -25,6 +26,58 @@ from office_scheduler.store.rows import context_to_json, run_from_row
 from office_scheduler.store.schema import agents, run_events, runs, tasks, wakeup_requests
 from office_scheduler.store.sql import insert
 from office_scheduler.store.tokens import revoke_run_tokens
+
+_MARK_RUNNING = (
+    sa.update(runs)
+    .where(
+        runs.c.id == sa.bindparam("run_id"),
+        runs.c.status == RunStatus.CLAIMED.value,
+        runs.c.context_version == sa.bindparam("expected_version"),
+    )
+    .returning(*runs.c)
+)
+_SET_PID = sa.update(runs).where(runs.c.id == sa.bindparam("run_id"))
+_INSERT_RUN_EVENT = sa.insert(run_events)
+_CHECKOUT_TASK = sa.update(tasks).where(
+    tasks.c.id == sa.bindparam("task_id"), tasks.c.checkout_agent_id.is_(None)
+)
+
+
+def _next_wake_query() -> sa.Select[Any]:
+    now = sa.bindparam("now", type_=runs.c.not_before.type)
+    held = (
+        sa.select(sa.func.min(runs.c.not_before))
+        .where(runs.c.status == RunStatus.QUEUED.value, runs.c.not_before > now)
+        .scalar_subquery()
+    )
+    cooling = (
+        sa.select(sa.func.min(agents.c.cooldown_until))
+        .where(
+            agents.c.cooldown_until > now,
+            sa.exists().where(
+                runs.c.agent_id == agents.c.id, runs.c.status == RunStatus.QUEUED.value
+            ),
+        )
+        .scalar_subquery()
+    )
+    return sa.select(held, cooling)
+
+
+_NEXT_WAKE = _next_wake_query()
+
+
+@cache
+def _finish_update(*, fence_node: bool, fence_claim: bool) -> sa.Update:
+    """The fenced ``UPDATE … RETURNING`` that ends a live run (see :func:`claim_fence`)."""
+    fence = claim_fence(
+        sa.bindparam("fence_node") if fence_node else None,
+        sa.bindparam("fence_claimed_at", type_=runs.c.claimed_at.type) if fence_claim else None,
+    )
+    return (
+        sa.update(runs)
+        .where(runs.c.id == sa.bindparam("run_id"), runs.c.status.in_(LIVE_RUN_STATUSES), *fence)
+        .returning(*runs.c)
+    )
 
 
 class RunTransitions:
@@ -67,36 +120,23 @@ class RunTransitions:
         }
         if prompt_kind is not None:
             values["prompt_kind"] = prompt_kind
+        params = {"run_id": run_id, "expected_version": expected_version, **values}
         with self._db.write() as conn:
-            row = (
-                conn.execute(
-                    sa.update(runs)
-                    .where(
-                        runs.c.id == run_id,
-                        runs.c.status == RunStatus.CLAIMED.value,
-                        runs.c.context_version == expected_version,
-                    )
-                    .values(**values)
-                    .returning(*runs.c)
-                )
-                .mappings()
-                .first()
-            )
+            row = conn.execute(_MARK_RUNNING, params).mappings().first()
             return None if row is None else run_from_row(row)
 
     def set_pid(self, run_id: int, pid: int, *, now: datetime) -> None:
         """Record the process id of the run's agent session, and log it (one transaction)."""
         with self._db.write() as conn:
-            conn.execute(sa.update(runs).where(runs.c.id == run_id).values(pid=pid))
-            conn.execute(
-                sa.insert(run_events).values(
-                    run_id=run_id,
-                    kind="process_started",
-                    message=f"pid {pid}",
-                    data={"pid": pid},
-                    at=now,
-                )
-            )
+            conn.execute(_SET_PID, {"run_id": run_id, "pid": pid})
+            event = {
+                "run_id": run_id,
+                "kind": "process_started",
+                "message": f"pid {pid}",
+                "data": {"pid": pid},
+                "at": now,
+            }
+            conn.execute(_INSERT_RUN_EVENT, event)
 
     def finish_run(
         self,
@@ -140,29 +180,26 @@ class RunTransitions:
             The ended run, or ``None`` when it was no longer claimed or running (by us).
         """
         assert status.is_terminal
-        holder = claim_fence(node_id, claimed_at)
+        update = _finish_update(fence_node=node_id is not None, fence_claim=claimed_at is not None)
+        params: dict[str, Any] = {
+            "run_id": run_id,
+            "status": status.value,
+            "reason": reason.value,
+            "error": error,
+            "finished_at": now,
+            "result": dict(result) if result is not None else None,
+            "usage": dict(usage) if usage is not None else None,
+            "exit_code": exit_code,
+            "lease_expires_at": None,
+        }
+        if node_id is not None:
+            params["fence_node"] = node_id
+        if claimed_at is not None:
+            params["fence_claimed_at"] = claimed_at
         with self._db.write() as conn:
             current = get_run(conn, run_id)
             lock_agent(conn, current.agent_id)
-            row = (
-                conn.execute(
-                    sa.update(runs)
-                    .where(runs.c.id == run_id, runs.c.status.in_(LIVE_RUN_STATUSES), *holder)
-                    .values(
-                        status=status.value,
-                        reason=reason.value,
-                        error=error,
-                        finished_at=now,
-                        result=dict(result) if result is not None else None,
-                        usage=dict(usage) if usage is not None else None,
-                        exit_code=exit_code,
-                        lease_expires_at=None,
-                    )
-                    .returning(*runs.c)
-                )
-                .mappings()
-                .first()
-            )
+            row = conn.execute(update, params).mappings().first()
             if row is None:
                 return None
             run = run_from_row(row)
@@ -300,12 +337,13 @@ class RunTransitions:
             False when another agent or run already holds it.
         """
         with self._db.write() as conn:
-            result = conn.execute(
-                sa.update(tasks)
-                .where(tasks.c.id == task_id, tasks.c.checkout_agent_id.is_(None))
-                .values(checkout_agent_id=agent_id, checkout_run_id=run_id, checkout_at=now)
-            )
-            return result.rowcount == 1
+            params = {
+                "task_id": task_id,
+                "checkout_agent_id": agent_id,
+                "checkout_run_id": run_id,
+                "checkout_at": now,
+            }
+            return conn.execute(_CHECKOUT_TASK, params).rowcount == 1
 
     def next_due_at(self) -> datetime | None:
         """The earliest ``not_before`` of any queued run, or ``None`` when none is queued."""
@@ -320,16 +358,7 @@ class RunTransitions:
         wait for a busy agent's slot become claimable when a run ends, which pokes the
         loop, so they are not counted here.
         """
-        held = sa.select(sa.func.min(runs.c.not_before)).where(
-            runs.c.status == RunStatus.QUEUED.value, runs.c.not_before > now
-        )
-        cooling = sa.select(sa.func.min(agents.c.cooldown_until)).where(
-            agents.c.cooldown_until > now,
-            sa.exists().where(
-                runs.c.agent_id == agents.c.id, runs.c.status == RunStatus.QUEUED.value
-            ),
-        )
         with self._db.read() as conn:
-            values = [conn.execute(held).scalar(), conn.execute(cooling).scalar()]
-        found = [v for v in values if v is not None]
+            row = conn.execute(_NEXT_WAKE, {"now": now}).one()
+        found = [v for v in row if v is not None]
         return min(found) if found else None

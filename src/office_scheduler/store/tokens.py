@@ -22,12 +22,23 @@ from office_scheduler.store.sql import all_rows, first_row, unique_conflict
 from office_scheduler.store.validation import clean_text, enum_value
 
 
-def _active(now: datetime) -> sa.ColumnElement[bool]:
+def _active(now: datetime | sa.BindParameter[datetime]) -> sa.ColumnElement[bool]:
     """Tokens neither revoked nor expired at ``now``."""
     return sa.and_(
         api_tokens.c.revoked_at.is_(None),
         sa.or_(api_tokens.c.expires_at.is_(None), api_tokens.c.expires_at > now),
     )
+
+
+_FIND_ACTIVE = sa.select(api_tokens).where(
+    api_tokens.c.token_hash == sa.bindparam("token_hash"),
+    _active(sa.bindparam("now", type_=api_tokens.c.expires_at.type)),
+)
+
+
+_REVOKE_RUN_TOKENS = sa.update(api_tokens).where(
+    api_tokens.c.run_id == sa.bindparam("token_run_id"), api_tokens.c.revoked_at.is_(None)
+)
 
 
 def revoke_run_tokens(conn: Connection, run_id: int, now: datetime) -> int:
@@ -36,11 +47,7 @@ def revoke_run_tokens(conn: Connection, run_id: int, now: datetime) -> int:
     Returns:
         How many tokens were revoked.
     """
-    return conn.execute(
-        sa.update(api_tokens)
-        .where(api_tokens.c.run_id == run_id, api_tokens.c.revoked_at.is_(None))
-        .values(revoked_at=now)
-    ).rowcount
+    return conn.execute(_REVOKE_RUN_TOKENS, {"token_run_id": run_id, "revoked_at": now}).rowcount
 
 
 class TokenStore:
@@ -105,9 +112,9 @@ class TokenStore:
 
     def find_active(self, token_hash: str, *, now: datetime) -> ApiToken | None:
         """Return the token with this hash when it is neither revoked nor expired at ``now``."""
-        query = sa.select(api_tokens).where(api_tokens.c.token_hash == token_hash, _active(now))
         with self._db.read() as conn:
-            row = first_row(conn, query)
+            found = conn.execute(_FIND_ACTIVE, {"token_hash": token_hash, "now": now})
+            row = found.mappings().first()
             return None if row is None else token_from_row(row)
 
     def revoke(self, token_id: str, *, now: datetime) -> None:
