@@ -75,6 +75,9 @@ def _cooldown_s(value: object) -> float:
 
 
 _AGENT_BY_ID = sa.select(agents).where(agents.c.id == sa.bindparam("agent_id"))
+_AGENT_NAMES = sa.select(agents.c.id, agents.c.name).where(
+    agents.c.workspace_id == sa.bindparam("workspace_id")
+)
 
 
 def _agent_row(conn: Connection, agent_id: str) -> Row:
@@ -215,9 +218,9 @@ class AgentMethods:
 
     def agent_names(self, workspace_id: str) -> dict[str, str]:
         """Agent id → name for ``workspace_id`` (two columns: prompts name agents by it)."""
-        query = sa.select(agents.c.id, agents.c.name).where(agents.c.workspace_id == workspace_id)
         with self._db.read() as conn:
-            return {agent_id: name for agent_id, name in conn.execute(query)}
+            found = conn.execute(_AGENT_NAMES, {"workspace_id": workspace_id})
+            return {agent_id: name for agent_id, name in found}
 
     def update_agent(self, agent_id: str, *, now: datetime, **changes: object) -> Agent:
         """Change an agent.

@@ -39,24 +39,29 @@ def task_select() -> sa.Select[Any]:
     )
 
 
+_BLOCKERS_OF = (
+    sa.select(task_blockers.c.task_id, task_blockers.c.blocker_task_id)
+    .where(task_blockers.c.task_id.in_(sa.bindparam("task_ids", expanding=True)))
+    .order_by(task_blockers.c.task_id, task_blockers.c.blocker_task_id)
+)
+
+
 def blockers_by_task(conn: Connection, task_ids: Sequence[str]) -> dict[str, list[str]]:
     """All blocker ids of each of ``task_ids``, sorted."""
     found: dict[str, list[str]] = {task_id: [] for task_id in task_ids}
     if not task_ids:
         return found
-    rows = conn.execute(
-        sa.select(task_blockers.c.task_id, task_blockers.c.blocker_task_id)
-        .where(task_blockers.c.task_id.in_(task_ids))
-        .order_by(task_blockers.c.task_id, task_blockers.c.blocker_task_id)
-    )
+    rows = conn.execute(_BLOCKERS_OF, {"task_ids": list(task_ids)})
     for task_id, blocker_id in rows:
         found[task_id].append(blocker_id)
     return found
 
 
-def load_tasks(conn: Connection, query: sa.Select[Any]) -> list[Task]:
-    """Run a :func:`task_select` query and build the tasks with their blockers."""
-    rows = all_rows(conn, query)
+def load_tasks(
+    conn: Connection, query: sa.Select[Any], params: dict[str, Any] | None = None
+) -> list[Task]:
+    """Run a :func:`task_select` query (with bound ``params``) and build the tasks."""
+    rows = all_rows(conn, query, params)
     blockers = blockers_by_task(conn, [row["id"] for row in rows])
     return [
         task_from_row(row, is_office=bool(row["is_office"]), blocked_by=blockers[row["id"]])
@@ -64,10 +69,25 @@ def load_tasks(conn: Connection, query: sa.Select[Any]) -> list[Task]:
     ]
 
 
+_TASK_BY_ID = task_select().where(tasks.c.id == sa.bindparam("task_id"))
+_TASK_EXISTS = sa.select(tasks.c.id).where(tasks.c.id == sa.bindparam("task_id"))
+_WORKSPACE_BY_ID = sa.select(workspaces).where(workspaces.c.id == sa.bindparam("workspace_id"))
+
+
 def find_task_in(conn: Connection, task_id: str) -> Task | None:
     """The task ``task_id``, or ``None``."""
-    found = load_tasks(conn, task_select().where(tasks.c.id == task_id))
+    found = load_tasks(conn, _TASK_BY_ID, {"task_id": task_id})
     return found[0] if found else None
+
+
+def require_task(conn: Connection, task_id: str, *, field: str = "task_id") -> None:
+    """Check that task ``task_id`` exists (one index probe, nothing loaded).
+
+    Raises:
+        NotFoundError: no such task, naming ``field``.
+    """
+    if conn.execute(_TASK_EXISTS, {"task_id": task_id}).first() is None:
+        raise NotFoundError(f"task {task_id} not found", field=field)
 
 
 def get_task_in(conn: Connection, task_id: str, *, field: str = "task_id") -> Task:
@@ -80,7 +100,7 @@ def get_task_in(conn: Connection, task_id: str, *, field: str = "task_id") -> Ta
 
 def workspace_row(conn: Connection, workspace_id: str) -> Row:
     """The workspace row; raises :class:`NotFoundError` (field ``workspace_id``) when missing."""
-    found = first_row(conn, sa.select(workspaces).where(workspaces.c.id == workspace_id))
+    found = first_row(conn, _WORKSPACE_BY_ID, {"workspace_id": workspace_id})
     if found is None:
         raise NotFoundError(f"workspace {workspace_id} not found", field="workspace_id")
     return found

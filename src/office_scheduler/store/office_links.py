@@ -17,12 +17,33 @@ from office_scheduler.store.office_common import (
     get_task_in,
     load_tasks,
     require_in_workspace,
+    require_task,
     task_select,
 )
 from office_scheduler.store.rows import comment_from_row
 from office_scheduler.store.schema import agents, comments, task_blockers, tasks
 from office_scheduler.store.sql import all_rows, first_row
 from office_scheduler.store.validation import clean_text, enum_value
+
+_OPEN_BLOCKERS = (
+    sa.select(task_blockers.c.blocker_task_id)
+    .join(tasks, tasks.c.id == task_blockers.c.blocker_task_id)
+    .where(
+        task_blockers.c.task_id == sa.bindparam("task_id"),
+        tasks.c.state.not_in([TaskState.DONE.value, TaskState.CANCELLED.value]),
+    )
+    .order_by(task_blockers.c.blocker_task_id)
+)
+_CHILDREN = (
+    task_select()
+    .where(tasks.c.parent_id == sa.bindparam("parent_id"))
+    .order_by(tasks.c.created_at, tasks.c.id)
+)
+_COMMENTS_OF = (
+    sa.select(comments)
+    .where(comments.c.task_id == sa.bindparam("task_id"))
+    .order_by(comments.c.created_at, comments.c.id)
+)
 
 
 def _blocks_transitively(conn: Connection, start_id: str, target_id: str) -> bool:
@@ -169,18 +190,11 @@ class LinkMethods:
         Raises:
             NotFoundError: no such task (field ``task_id``).
         """
-        query = (
-            sa.select(task_blockers.c.blocker_task_id)
-            .join(tasks, tasks.c.id == task_blockers.c.blocker_task_id)
-            .where(
-                task_blockers.c.task_id == task_id,
-                tasks.c.state.not_in([TaskState.DONE.value, TaskState.CANCELLED.value]),
-            )
-            .order_by(task_blockers.c.blocker_task_id)
-        )
         with self._db.read() as conn:
-            get_task_in(conn, task_id)
-            return list(conn.execute(query).scalars())
+            found = list(conn.execute(_OPEN_BLOCKERS, {"task_id": task_id}).scalars())
+            if not found:
+                require_task(conn, task_id)
+            return found
 
     def list_blocked_by(self, blocker_task_id: str) -> list[Task]:
         """Return the tasks that ``blocker_task_id`` blocks, oldest first."""
@@ -199,14 +213,11 @@ class LinkMethods:
         Raises:
             NotFoundError: no such task (field ``task_id``).
         """
-        query = (
-            task_select()
-            .where(tasks.c.parent_id == task_id)
-            .order_by(tasks.c.created_at, tasks.c.id)
-        )
         with self._db.read() as conn:
-            get_task_in(conn, task_id)
-            return load_tasks(conn, query)
+            found = load_tasks(conn, _CHILDREN, {"parent_id": task_id})
+            if not found:
+                require_task(conn, task_id)
+            return found
 
     def add_comment(
         self,
@@ -278,11 +289,8 @@ class LinkMethods:
         Raises:
             NotFoundError: no such task (field ``task_id``).
         """
-        query = (
-            sa.select(comments)
-            .where(comments.c.task_id == task_id)
-            .order_by(comments.c.created_at, comments.c.id)
-        )
         with self._db.read() as conn:
-            get_task_in(conn, task_id)
-            return [comment_from_row(row) for row in all_rows(conn, query)]
+            rows = all_rows(conn, _COMMENTS_OF, {"task_id": task_id})
+            if not rows:
+                require_task(conn, task_id)
+            return [comment_from_row(row) for row in rows]

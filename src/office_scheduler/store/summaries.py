@@ -41,7 +41,7 @@ from office_scheduler.store.schema import (
     task_blockers,
     tasks,
 )
-from office_scheduler.store.sql import Row, all_rows, first_row, insert
+from office_scheduler.store.sql import PerDialect, Row, all_rows, first_row
 
 #: Largest summary body stored, in UTF-8 bytes (specification: "capped at 8 KB").
 MAX_SUMMARY_BYTES = 8192
@@ -69,16 +69,126 @@ def _count(table: sa.Table, *where: Any) -> sa.ScalarSelect[Any]:
     return sa.select(sa.func.count()).select_from(table).where(*where).scalar_subquery()
 
 
+def _managed_query(*, coordinator: bool) -> sa.Select[Any]:
+    managed = agents.c.reports_to == sa.bindparam("agent_id")
+    if coordinator:
+        managed = sa.or_(managed, agents.c.reports_to.is_(None))
+    return sa.select(agents.c.id).where(
+        agents.c.workspace_id == sa.bindparam("workspace_id"), managed
+    )
+
+
+_AGENT_ROLE = sa.select(agents.c.role, agents.c.workspace_id).where(
+    agents.c.id == sa.bindparam("agent_id")
+)
+_MANAGED_BY_COORDINATOR = _managed_query(coordinator=True)
+_MANAGED_BY_WORKER = _managed_query(coordinator=False)
+
+
 def _managed_agent_ids(conn: Connection, agent_id: str) -> list[str]:
     """The agent, the agents reporting to it, and for coordinators the unmanaged agents."""
-    me = first_row(conn, sa.select(agents).where(agents.c.id == agent_id))
+    me = first_row(conn, _AGENT_ROLE, {"agent_id": agent_id})
     if me is None:
         return []
-    managed = agents.c.reports_to == agent_id
-    if AgentRole(me["role"]).is_coordinator:
-        managed = sa.or_(managed, agents.c.reports_to.is_(None))
-    query = sa.select(agents.c.id).where(agents.c.workspace_id == me["workspace_id"], managed)
-    return sorted({agent_id, *(str(ident) for ident in conn.execute(query).scalars())})
+    query = _MANAGED_BY_COORDINATOR if AgentRole(me["role"]).is_coordinator else _MANAGED_BY_WORKER
+    params = {"agent_id": agent_id, "workspace_id": me["workspace_id"]}
+    return sorted({agent_id, *(str(ident) for ident in conn.execute(query, params).scalars())})
+
+
+def _activity_counts() -> sa.Select[Any]:
+    """The five counts of :meth:`SummaryStore.activity_stats` in one statement."""
+    workspace_id: sa.BindParameter[str] = sa.bindparam("workspace_id")
+    since = sa.bindparam("since", type_=tasks.c.updated_at.type)
+    until = sa.bindparam("until", type_=tasks.c.updated_at.type)
+    window_tasks = (tasks.c.updated_at > since, tasks.c.updated_at <= until)
+    window_inbox = (inbox_items.c.created_at > since, inbox_items.c.created_at <= until)
+    return sa.select(
+        _count(
+            tasks,
+            tasks.c.workspace_id == workspace_id,
+            tasks.c.state == TaskState.DONE.value,
+            *window_tasks,
+        ),
+        _count(
+            runs,
+            runs.c.workspace_id == workspace_id,
+            runs.c.status == RunStatus.FAILED.value,
+            runs.c.finished_at > since,
+            runs.c.finished_at <= until,
+        ),
+        _count(
+            inbox_items,
+            inbox_items.c.workspace_id == workspace_id,
+            inbox_items.c.kind == InboxKind.AGENT_ERROR.value,
+            *window_inbox,
+        ),
+        _count(
+            inbox_items,
+            inbox_items.c.workspace_id == workspace_id,
+            inbox_items.c.kind.in_(_BUDGET_KINDS),
+            *window_inbox,
+        ),
+        _count(
+            tasks,
+            tasks.c.workspace_id == workspace_id,
+            tasks.c.state.in_([state.value for state in ACTIONABLE_TASK_STATES]),
+            tasks.c.archived_at.is_(None),
+        ),
+    )
+
+
+def _stuck_queries() -> tuple[sa.Select[Any], sa.Select[Any]]:
+    """The stuck tasks of the managed agents, and the open blockers' titles of given tasks."""
+    blocker = tasks.alias("blocker")
+    open_blocker = (
+        sa.select(task_blockers.c.task_id)
+        .join(blocker, blocker.c.id == task_blockers.c.blocker_task_id)
+        .where(blocker.c.state.not_in(_TERMINAL))
+    )
+    stuck = (
+        sa.select(tasks)
+        .where(
+            tasks.c.assignee_agent_id.in_(sa.bindparam("managed", expanding=True)),
+            tasks.c.archived_at.is_(None),
+            sa.or_(
+                tasks.c.state == TaskState.BLOCKED.value,
+                sa.and_(tasks.c.state.not_in(_TERMINAL), tasks.c.id.in_(open_blocker)),
+            ),
+        )
+        .order_by(tasks.c.updated_at, tasks.c.id)
+        .limit(sa.bindparam("limit"))
+    )
+    titles = (
+        sa.select(task_blockers.c.task_id, blocker.c.title)
+        .join(blocker, blocker.c.id == task_blockers.c.blocker_task_id)
+        .where(
+            task_blockers.c.task_id.in_(sa.bindparam("task_ids", expanding=True)),
+            blocker.c.state.not_in(_TERMINAL),
+        )
+        .order_by(task_blockers.c.task_id, blocker.c.title, blocker.c.id)
+    )
+    return stuck, titles
+
+
+_ACTIVITY_COUNTS = _activity_counts()
+_STUCK_TASKS, _OPEN_BLOCKER_TITLES = _stuck_queries()
+_SUMMARY_OF = sa.select(continuation_summaries).where(
+    continuation_summaries.c.agent_id == sa.bindparam("agent_id"),
+    continuation_summaries.c.scope == sa.bindparam("scope"),
+)
+
+
+def _upsert_summary(insert: Any) -> sa.Executable:
+    stmt = insert(continuation_summaries)
+    replaced = ("content", "content_tokens", "updated_at", "updated_by_run_id")
+    upsert: sa.Executable = stmt.on_conflict_do_update(
+        index_elements=["agent_id", "scope"],
+        set_={name: stmt.excluded[name] for name in replaced},
+    ).returning(*continuation_summaries.c)
+    return upsert
+
+
+_UPSERT_SUMMARY = PerDialect(_upsert_summary)
 
 
 class SummaryStore:
@@ -89,12 +199,8 @@ class SummaryStore:
 
     def get_summary(self, agent_id: str, scope: str) -> ContinuationSummary | None:
         """Return the current summary of ``(agent, scope)``, or ``None``."""
-        query = sa.select(continuation_summaries).where(
-            continuation_summaries.c.agent_id == agent_id,
-            continuation_summaries.c.scope == scope,
-        )
         with self._db.read() as conn:
-            row = first_row(conn, query)
+            row = first_row(conn, _SUMMARY_OF, {"agent_id": agent_id, "scope": scope})
             return None if row is None else _summary_from_row(row)
 
     def upsert_summary(
@@ -121,17 +227,15 @@ class SummaryStore:
         if not scope.strip() or len(scope) > 200:
             raise InvalidInputError("scope must be 1..200 characters", field="scope")
         values = {
+            "agent_id": agent_id,
+            "scope": scope,
             "content": content,
             "content_tokens": content_tokens,
             "updated_at": now,
             "updated_by_run_id": run_id,
         }
         with self._db.write() as conn:
-            stmt = insert(conn)(continuation_summaries).values(
-                agent_id=agent_id, scope=scope, **values
-            )
-            stmt = stmt.on_conflict_do_update(index_elements=["agent_id", "scope"], set_=values)
-            row = conn.execute(stmt.returning(*continuation_summaries.c)).mappings().one()
+            row = conn.execute(_UPSERT_SUMMARY(conn), values).mappings().one()
             return _summary_from_row(row)
 
     def activity_stats(
@@ -141,43 +245,10 @@ class SummaryStore:
 
         ``open_tasks`` counts the actionable tasks at the time of the query.
         """
-        window_tasks = (tasks.c.updated_at > since, tasks.c.updated_at <= until)
-        window_inbox = (inbox_items.c.created_at > since, inbox_items.c.created_at <= until)
-        counts = sa.select(
-            _count(
-                tasks,
-                tasks.c.workspace_id == workspace_id,
-                tasks.c.state == TaskState.DONE.value,
-                *window_tasks,
-            ),
-            _count(
-                runs,
-                runs.c.workspace_id == workspace_id,
-                runs.c.status == RunStatus.FAILED.value,
-                runs.c.finished_at > since,
-                runs.c.finished_at <= until,
-            ),
-            _count(
-                inbox_items,
-                inbox_items.c.workspace_id == workspace_id,
-                inbox_items.c.kind == InboxKind.AGENT_ERROR.value,
-                *window_inbox,
-            ),
-            _count(
-                inbox_items,
-                inbox_items.c.workspace_id == workspace_id,
-                inbox_items.c.kind.in_(_BUDGET_KINDS),
-                *window_inbox,
-            ),
-            _count(
-                tasks,
-                tasks.c.workspace_id == workspace_id,
-                tasks.c.state.in_([state.value for state in ACTIONABLE_TASK_STATES]),
-                tasks.c.archived_at.is_(None),
-            ),
-        )
         with self._db.read() as conn:  # one round trip for the five counts
-            completed, failed, escalations, budget, open_tasks = conn.execute(counts).one()
+            params = {"workspace_id": workspace_id, "since": since, "until": until}
+            found = conn.execute(_ACTIVITY_COUNTS, params).one()
+            completed, failed, escalations, budget, open_tasks = found
         return ActivityStats(
             since=since,
             until=until,
@@ -196,40 +267,13 @@ class SummaryStore:
         when it is unarchived and ``BLOCKED``, or open with at least one open blocker (a
         blocker task not ``DONE``/``CANCELLED``). Order: ``updated_at``, then id.
         """
-        blocker = tasks.alias("blocker")
-        open_blocker = (
-            sa.select(task_blockers.c.task_id)
-            .join(blocker, blocker.c.id == task_blockers.c.blocker_task_id)
-            .where(blocker.c.state.not_in(_TERMINAL))
-        )
         with self._db.read() as conn:
             managed = _managed_agent_ids(conn, agent_id)
-            query = (
-                sa.select(tasks)
-                .where(
-                    tasks.c.assignee_agent_id.in_(managed),
-                    tasks.c.archived_at.is_(None),
-                    sa.or_(
-                        tasks.c.state == TaskState.BLOCKED.value,
-                        sa.and_(tasks.c.state.not_in(_TERMINAL), tasks.c.id.in_(open_blocker)),
-                    ),
-                )
-                .order_by(tasks.c.updated_at, tasks.c.id)
-                .limit(limit)
-            )
-            stuck = all_rows(conn, query)
+            stuck = all_rows(conn, _STUCK_TASKS, {"managed": managed, "limit": limit})
             waiting: dict[str, list[str]] = defaultdict(list)
             if stuck:
-                titles = (
-                    sa.select(task_blockers.c.task_id, blocker.c.title)
-                    .join(blocker, blocker.c.id == task_blockers.c.blocker_task_id)
-                    .where(
-                        task_blockers.c.task_id.in_([row["id"] for row in stuck]),
-                        blocker.c.state.not_in(_TERMINAL),
-                    )
-                    .order_by(task_blockers.c.task_id, blocker.c.title, blocker.c.id)
-                )
-                for task_id, title in conn.execute(titles):
+                task_ids = [row["id"] for row in stuck]
+                for task_id, title in conn.execute(_OPEN_BLOCKER_TITLES, {"task_ids": task_ids}):
                     waiting[task_id].append(title)
         return [
             ActiveBlocker(
