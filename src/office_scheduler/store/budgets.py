@@ -138,6 +138,28 @@ def budget_blocked_clause(
     )
 
 
+def _run_policies() -> sa.Select[Any]:
+    """Policies of one run's scopes: its workspace, its project (if any) and its agent."""
+    workspace_id: sa.BindParameter[str] = sa.bindparam("workspace_id")
+
+    def scope(kind: BudgetScope, scope_id: sa.BindParameter[Any]) -> sa.ColumnElement[bool]:
+        return sa.and_(
+            budget_policies.c.scope_kind == kind.value, budget_policies.c.scope_id == scope_id
+        )
+
+    return sa.select(budget_policies).where(
+        budget_policies.c.workspace_id == workspace_id,
+        sa.or_(
+            scope(BudgetScope.WORKSPACE, workspace_id),
+            scope(BudgetScope.PROJECT, sa.bindparam("project_id", type_=sa.String)),
+            scope(BudgetScope.AGENT, sa.bindparam("agent_id", type_=sa.String)),
+        ),
+    )
+
+
+_RUN_POLICIES = _run_policies()
+
+
 class BudgetStore(SpendQueries, MarkMethods):
     """Budget policies, cost events and spend sums."""
 
@@ -229,23 +251,9 @@ class BudgetStore(SpendQueries, MarkMethods):
         self, workspace_id: str, *, project_id: str | None, agent_id: str
     ) -> list[BudgetPolicy]:
         """The policies of a run's scopes in check order: workspace, project, agent."""
-        scopes = [(BudgetScope.WORKSPACE, workspace_id), (BudgetScope.AGENT, agent_id)]
-        if project_id is not None:
-            scopes.insert(1, (BudgetScope.PROJECT, project_id))
-        query = sa.select(budget_policies).where(
-            budget_policies.c.workspace_id == workspace_id,
-            sa.or_(
-                *(
-                    sa.and_(
-                        budget_policies.c.scope_kind == kind.value,
-                        budget_policies.c.scope_id == scope_id,
-                    )
-                    for kind, scope_id in scopes
-                )
-            ),
-        )
+        params = {"workspace_id": workspace_id, "project_id": project_id, "agent_id": agent_id}
         with self._db.read() as conn:
-            found = [policy_from_row(row) for row in all_rows(conn, query)]
+            found = [policy_from_row(row) for row in all_rows(conn, _RUN_POLICIES, params)]
         return sorted(found, key=lambda policy: SCOPE_ORDER.index(policy.scope_kind))
 
     def update_policy(self, policy_id: str, *, now: datetime, **changes: object) -> BudgetPolicy:

@@ -64,10 +64,18 @@ def _settings_values(settings: WorkspaceSettings) -> dict[str, Any]:
     }
 
 
+_SETTINGS_OF = sa.select(workspace_settings).where(
+    workspace_settings.c.workspace_id == sa.bindparam("workspace_id")
+)
+_COALESCE_WINDOW = (
+    sa.select(workspaces.c.id, workspace_settings.c.coalesce_window_s)
+    .select_from(workspaces.outerjoin(workspace_settings))
+    .where(workspaces.c.id == sa.bindparam("workspace_id"))
+)
+
+
 def _load_workspace(conn: Connection, row: Row) -> Workspace:
-    settings = first_row(
-        conn, sa.select(workspace_settings).where(workspace_settings.c.workspace_id == row["id"])
-    )
+    settings = first_row(conn, _SETTINGS_OF, {"workspace_id": row["id"]})
     return workspace_from_row(row, settings_from_row(settings))
 
 
@@ -163,13 +171,8 @@ class WorkspaceMethods:
         Raises:
             NotFoundError: no such workspace (field ``workspace_id``).
         """
-        query = (
-            sa.select(workspaces.c.id, workspace_settings.c.coalesce_window_s)
-            .select_from(workspaces.outerjoin(workspace_settings))
-            .where(workspaces.c.id == workspace_id)
-        )
         with self._db.read() as conn:
-            row = conn.execute(query).first()
+            row = conn.execute(_COALESCE_WINDOW, {"workspace_id": workspace_id}).first()
         if row is None:
             raise NotFoundError(f"workspace {workspace_id} not found", field="workspace_id")
         seconds = row.coalesce_window_s

@@ -127,7 +127,7 @@ def _in_flight(conn: Connection, request: WakeRequest) -> Run | None:
     return None if row is None else run_from_row(row)
 
 
-def _head(now: datetime) -> sa.ScalarSelect[Any]:
+def _head(now: sa.BindParameter[datetime]) -> sa.ScalarSelect[Any]:
     """The oldest due queued run of the agent row in the enclosing query."""
     return (
         sa.select(runs.c.id)
@@ -142,7 +142,7 @@ def _head(now: datetime) -> sa.ScalarSelect[Any]:
     )
 
 
-def _agent_eligible(now: datetime) -> list[sa.ColumnElement[bool]]:
+def _agent_eligible(now: sa.BindParameter[datetime]) -> list[sa.ColumnElement[bool]]:
     """An agent that may start a session now: claimable status, no cooldown, a free slot."""
     live = (
         sa.select(sa.func.count())
@@ -161,26 +161,39 @@ def _agent_eligible(now: datetime) -> list[sa.ColumnElement[bool]]:
 _MERGE_ATTEMPTS = 3
 
 
-def _lock_candidates(now: datetime, limit: int) -> sa.Select[Any]:
-    """Lock up to ``limit`` eligible agents with due work, oldest queue head first.
+def _claim_statements() -> tuple[sa.Select[Any], sa.Update]:
+    """The two statements of :meth:`QueueStore.claim` (bound: ``now``, ``limit``, ids).
 
-    Agents are walked in ``next_queued_at`` order through ``ix_agents_next_queued_at`` and
-    the walk stops at the limit, so the cost follows the agents passed on the way (those
-    at their concurrency limit or cooling down), not all agents or all queued runs.
-    Agents locked by another claimer are skipped.
+    1. Lock up to ``limit`` eligible agents with due work, oldest queue head first. Agents
+       are walked in ``next_queued_at`` order through ``ix_agents_next_queued_at`` and the
+       walk stops at the limit, so the cost follows the agents passed on the way (those at
+       their concurrency limit or cooling down), not all agents or all queued runs. Agents
+       locked by another claimer are skipped.
+    2. Claim the head of each locked agent that is still eligible under a snapshot taken
+       after the locks are held.
     """
-    return (
+    now: sa.BindParameter[datetime] = sa.bindparam("now", type_=runs.c.not_before.type)
+    lock_candidates = (
         sa.select(agents.c.id)
         .where(agents.c.next_queued_at <= now, *_agent_eligible(now))
         .order_by(agents.c.next_queued_at, agents.c.id)
-        .limit(limit)
+        .limit(sa.bindparam("limit"))
         .with_for_update(skip_locked=True, of=agents)
     )
+    eligible_heads = sa.select(_head(now)).where(
+        agents.c.id.in_(sa.bindparam("agent_ids", expanding=True)), *_agent_eligible(now)
+    )
+    claim = (
+        sa.update(runs)
+        .where(runs.c.id.in_(eligible_heads), runs.c.status == RunStatus.QUEUED.value)
+        .values(status=RunStatus.CLAIMED.value, reason=None)
+        .returning(*runs.c)
+    )
+    return lock_candidates, claim
 
 
-def _eligible_heads(agent_ids: list[str], now: datetime) -> sa.Select[Any]:
-    """Heads of the locked agents that are still eligible under a snapshot taken now."""
-    return sa.select(_head(now)).where(agents.c.id.in_(agent_ids), *_agent_eligible(now))
+_LOCK_CANDIDATES, _CLAIM_HEADS = _claim_statements()
+_INSERT_RUN_EVENT = sa.insert(run_events)
 
 
 def _claim_event(run: Run, node_id: str, now: datetime) -> dict[str, Any]:
@@ -376,32 +389,22 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         if limit <= 0:
             return []
         with self._db.write() as conn:
-            agent_ids = list(conn.execute(_lock_candidates(now, limit)).scalars())
+            found = conn.execute(_LOCK_CANDIDATES, {"now": now, "limit": limit})
+            agent_ids = list(found.scalars())
             if not agent_ids:
                 return []
-            claimed = (
-                conn.execute(
-                    sa.update(runs)
-                    .where(
-                        runs.c.id.in_(_eligible_heads(agent_ids, now)),
-                        runs.c.status == RunStatus.QUEUED.value,
-                    )
-                    .values(
-                        status=RunStatus.CLAIMED.value,
-                        claimed_at=now,
-                        claimed_by=node_id,
-                        lease_expires_at=now + lease,
-                        reason=None,
-                    )
-                    .returning(*runs.c)
-                )
-                .mappings()
-                .all()
-            )
+            params = {
+                "now": now,
+                "agent_ids": agent_ids,
+                "claimed_at": now,
+                "claimed_by": node_id,
+                "lease_expires_at": now + lease,
+            }
+            claimed = conn.execute(_CLAIM_HEADS, params).mappings().all()
             refresh_heads(conn, agent_ids)  # claimed heads left; stale heads are corrected
             result = sorted((run_from_row(r) for r in claimed), key=lambda r: (r.not_before, r.id))
             if result:
-                conn.execute(sa.insert(run_events), [_claim_event(r, node_id, now) for r in result])
+                conn.execute(_INSERT_RUN_EVENT, [_claim_event(r, node_id, now) for r in result])
             return result
 
     def reconcile_heads(self) -> int:

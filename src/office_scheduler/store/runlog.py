@@ -28,6 +28,19 @@ MAX_RUN_EVENTS = 10_000
 
 RunEventRow = tuple[int, str, str, Mapping[str, Any], datetime]
 
+_INSERT_RUN_EVENT = sa.insert(run_events)
+_INSERT_SESSION = sa.insert(sessions).returning(*sessions.c)
+_LATEST_RESUMABLE = (
+    sa.select(sessions)
+    .where(
+        sessions.c.task_id == sa.bindparam("task_id"),
+        sessions.c.agent_id == sa.bindparam("agent_id"),
+        sessions.c.external_session_id.is_not(None),
+    )
+    .order_by(sessions.c.created_at.desc(), sessions.c.run_id.desc())
+    .limit(1)
+)
+
 
 class RunLogStore(ActivityMethods, InboxMethods):
     """Append-mostly logs: run events, sessions, activity and inbox items."""
@@ -67,7 +80,7 @@ class RunLogStore(ActivityMethods, InboxMethods):
             for run_id, kind, message, data, at in events
         ]
         with missing_reference(field="run_id", message="run not found"), self._db.write() as conn:
-            conn.execute(sa.insert(run_events), rows)
+            conn.execute(_INSERT_RUN_EVENT, rows)
 
     def list_run_events(
         self, run_id: int, *, after_id: int = 0, limit: int = 1000
@@ -112,21 +125,17 @@ class RunLogStore(ActivityMethods, InboxMethods):
         session_id = new_id()
         message = f"agent {agent_id} not found"
         with missing_reference(field="agent_id", message=message), self._db.write() as conn:
-            conn.execute(
-                sa.insert(sessions).values(
-                    id=session_id,
-                    run_id=run_id,
-                    agent_id=agent_id,
-                    task_id=task_id,
-                    executor=executor,
-                    cwd=cwd,
-                    resumed_from=resumed_from,
-                    created_at=now,
-                )
-            )
-            row = first_row(conn, sa.select(sessions).where(sessions.c.id == session_id))
-            assert row is not None
-            return session_from_row(row)
+            values = {
+                "id": session_id,
+                "run_id": run_id,
+                "agent_id": agent_id,
+                "task_id": task_id,
+                "executor": executor,
+                "cwd": cwd,
+                "resumed_from": resumed_from,
+                "created_at": now,
+            }
+            return session_from_row(conn.execute(_INSERT_SESSION, values).mappings().one())
 
     def set_external_session_id(self, session_id: str, external_id: str) -> None:
         """Store the executor's own id of a session (what a later run resumes).
@@ -148,16 +157,7 @@ class RunLogStore(ActivityMethods, InboxMethods):
 
         Newest means the latest ``created_at``, then the highest run id.
         """
-        query = (
-            sa.select(sessions)
-            .where(
-                sessions.c.task_id == task_id,
-                sessions.c.agent_id == agent_id,
-                sessions.c.external_session_id.is_not(None),
-            )
-            .order_by(sessions.c.created_at.desc(), sessions.c.run_id.desc())
-            .limit(1)
-        )
         with self._db.read() as conn:
-            row = first_row(conn, query)
+            params = {"task_id": task_id, "agent_id": agent_id}
+            row = first_row(conn, _LATEST_RESUMABLE, params)
             return None if row is None else session_from_row(row)

@@ -36,6 +36,7 @@ _FIND_ACTIVE = sa.select(api_tokens).where(
 )
 
 
+_INSERT_TOKEN = sa.insert(api_tokens).returning(*api_tokens.c)
 _REVOKE_RUN_TOKENS = sa.update(api_tokens).where(
     api_tokens.c.run_id == sa.bindparam("token_run_id"), api_tokens.c.revoked_at.is_(None)
 )
@@ -107,8 +108,7 @@ class TokenStore:
         message = "a token with this hash already exists"
         # The unique index on token_hash decides a collision (reported as ConflictError).
         with unique_conflict(field="token_hash", message=message), self._db.write() as conn:
-            stmt = sa.insert(api_tokens).values(values).returning(*api_tokens.c)
-            return token_from_row(conn.execute(stmt).mappings().one())
+            return token_from_row(conn.execute(_INSERT_TOKEN, values).mappings().one())
 
     def find_active(self, token_hash: str, *, now: datetime) -> ApiToken | None:
         """Return the token with this hash when it is neither revoked nor expired at ``now``."""
