@@ -329,6 +329,26 @@ def test_blockers(office_store: OfficeStore, acme: Tenant, globex: Tenant, now: 
         office_store.open_blocker_ids("missing")
 
 
+def test_task_listings_tell_an_empty_task_from_a_missing_one(
+    office_store: OfficeStore, acme: Tenant, now: datetime
+) -> None:
+    # The listings check the task only when they find nothing: an existing task with no
+    # comments, subtasks or open blockers lists nothing; a missing task is NotFound.
+    task = _task(office_store, acme, now)
+    assert office_store.list_comments(task.id) == []
+    assert office_store.list_children(task.id) == []
+    assert office_store.open_blocker_ids(task.id) == []
+    listings = (
+        office_store.list_comments,
+        office_store.list_children,
+        office_store.open_blocker_ids,
+    )
+    for listing in listings:
+        with pytest.raises(NotFoundError) as missing:
+            listing("missing")
+        assert missing.value.field == "task_id"
+
+
 def test_count_actionable_tasks(office_store: OfficeStore, acme: Tenant, now: datetime) -> None:
     agent = acme.agent.id
     assert office_store.count_actionable_tasks(agent) == 0

@@ -34,10 +34,10 @@ class PerDialect:
 
     Hot paths execute statements built at import time with ``sa.bindparam`` placeholders
     instead of building one per call: SQLAlchemy memoises the cache key on the statement
-    object, so a reused statement skips both construction and cache-key generation (about
-    half the client CPU of a simple query, measured in ``bench/README.md``). Only
-    statements that differ by dialect (``INSERT … ON CONFLICT``) need this wrapper; plain
-    ones are module-level constants.
+    object, so a reused statement skips both construction and cache-key generation (a
+    one-row ``SELECT … FOR UPDATE`` on PostgreSQL went from 0.57 to 0.32 ms of client CPU
+    on a two-core development machine). Only statements that differ by dialect
+    (``INSERT … ON CONFLICT``) need this wrapper; plain ones are module-level constants.
 
     Args:
         build: makes the statement, given the dialect's INSERT construct (see :func:`insert`).
