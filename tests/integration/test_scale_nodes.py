@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -274,3 +275,36 @@ async def test_loops_survive_terminated_connections_and_lose_no_wake(
     assert status["maintenance_leader"] is True
     assert worker.listener is not None
     assert worker.listener.health.last_error is not None
+
+
+@pytest.mark.postgres
+def test_released_leadership_is_free_at_once(
+    pg_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: release() only closed its connection, and the server frees a session's
+    # advisory lock when its backend notices the closed socket, so a take-over right after
+    # could fail. Here the closed sessions are kept open (a backend that has not noticed
+    # yet): the lock must be free anyway, because release() unlocks before closing.
+    url, schema = pg_schema
+    dbs = [open_database(url, schema=schema) for _ in range(2)]
+    nodes = [Leadership(db) for db in dbs]
+    lingering: list[Any] = []
+
+    def drop_but_linger(self: Leadership) -> None:
+        lingering.append(self._conn)
+        self._conn = None
+
+    monkeypatch.setattr(Leadership, "_drop", drop_but_linger)
+    try:
+        for turn in range(4):
+            giver, taker = nodes[turn % 2], nodes[(turn + 1) % 2]
+            assert giver.ensure()
+            giver.release()
+            assert taker.ensure(), f"turn {turn}: the lock was still held after release"
+            taker.release()
+    finally:
+        for conn in lingering:
+            if conn is not None:
+                conn.close()
+        for db in dbs:
+            db.dispose()

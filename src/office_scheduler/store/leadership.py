@@ -98,12 +98,27 @@ class Leadership:
         return None if conn is None or conn.closed else conn.info.backend_pid
 
     def release(self) -> None:
-        """Give leadership up by closing the dedicated connection (idempotent)."""
+        """Give leadership up: unlock, then close the dedicated connection (idempotent).
+
+        The explicit unlock makes the lock free when this call returns. Closing alone
+        frees it only once the server's backend has noticed the closed socket, so a
+        process taking over right after a graceful shutdown could still find it taken.
+        """
         with self._mutex:
             if self._held and self._db.dialect == "postgresql":
+                self._unlock()
                 log.info("maintenance_leadership_released")
             self._drop()
             self._held = self._db.dialect != "postgresql"
+
+    def _unlock(self) -> None:
+        conn = self._conn
+        if conn is None or conn.closed:
+            return
+        try:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key(self._db.schema),))
+        except psycopg.Error:  # the connection broke: the server frees the lock itself
+            log.debug("leadership_unlock_failed")
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None

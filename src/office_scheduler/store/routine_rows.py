@@ -123,16 +123,18 @@ def routine_run_from_row(row: Row) -> RoutineRun:
     )
 
 
+_ROUTINE_BY_ID = sa.select(routines).where(routines.c.id == sa.bindparam("routine_id"))
+_LOCK_ROUTINE = _ROUTINE_BY_ID.with_for_update()
+
+
 def routine_row(conn: Connection, routine_id: str, *, lock: bool = False) -> dict[str, Any]:
     """The routine's row (locked ``FOR UPDATE`` on PostgreSQL with ``lock``).
 
     Raises:
         NotFoundError: no such routine (field ``routine_id``).
     """
-    query = sa.select(routines).where(routines.c.id == routine_id)
-    if lock and conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    row = first_row(conn, query)
+    query = _LOCK_ROUTINE if lock and conn.dialect.name == "postgresql" else _ROUTINE_BY_ID
+    row = first_row(conn, query, {"routine_id": routine_id})
     if row is None:
         raise NotFoundError(f"routine {routine_id} not found", field="routine_id")
     return dict(row)

@@ -74,8 +74,23 @@ class GateResult:
         return self.run is not None and self.run.status is RoutineRunStatus.RECEIVED
 
 
+_RUN_BY_ID = sa.select(routine_runs).where(routine_runs.c.id == sa.bindparam("routine_run_id"))
+_RUN_BY_KEY = sa.select(routine_runs).where(routine_runs.c.idempotency_key == sa.bindparam("key"))
+_INSERT_RUN = sa.insert(routine_runs).returning(routine_runs.c.id)
+#: Compare-and-set from ``received`` (the gate and settle transitions).
+_SETTLE_RECEIVED = sa.update(routine_runs).where(
+    routine_runs.c.id == sa.bindparam("routine_run_id"),
+    routine_runs.c.status == RoutineRunStatus.RECEIVED.value,
+)
+_KEY_BY_ID = sa.update(routine_runs).where(routine_runs.c.id == sa.bindparam("routine_run_id"))
+_CLAIM_TICKS = sa.update(routine_triggers).where(
+    routine_triggers.c.id == sa.bindparam("trigger_id"),
+    routine_triggers.c.next_run_at == sa.bindparam("expected_next_run_at"),
+)
+
+
 def _run_in(conn: Connection, run_id: int) -> RoutineRun:
-    row = first_row(conn, sa.select(routine_runs).where(routine_runs.c.id == run_id))
+    row = first_row(conn, _RUN_BY_ID, {"routine_run_id": run_id})
     if row is None:
         raise NotFoundError(f"routine run {run_id} not found", field="routine_run_id")
     return routine_run_from_row(row)
@@ -100,10 +115,8 @@ def _active_clause() -> sa.ColumnElement[bool]:
     )
 
 
-def _find_active(
-    conn: Connection, routine_id: str, fingerprint: str, *, other_than: int
-) -> RoutineRun | None:
-    query = (
+def _active_query() -> sa.Select[Any]:
+    return (
         sa.select(routine_runs)
         .select_from(
             routine_runs.outerjoin(tasks, tasks.c.id == routine_runs.c.linked_task_id).outerjoin(
@@ -111,54 +124,57 @@ def _find_active(
             )
         )
         .where(
-            routine_runs.c.routine_id == routine_id,
-            routine_runs.c.dispatch_fingerprint == fingerprint,
+            routine_runs.c.routine_id == sa.bindparam("routine_id"),
+            routine_runs.c.dispatch_fingerprint == sa.bindparam("fingerprint"),
             routine_runs.c.status.in_([status.value for status in LINKED_ROUTINE_RUN_STATUSES]),
-            routine_runs.c.id != other_than,
+            routine_runs.c.id != sa.bindparam("other_than"),
             _active_clause(),
         )
         .order_by(routine_runs.c.id.desc())
         .limit(1)
     )
-    row = first_row(conn, query)
+
+
+_ACTIVE_INSTANCE = _active_query()
+
+
+def _find_active(
+    conn: Connection, routine_id: str, fingerprint: str, *, other_than: int
+) -> RoutineRun | None:
+    params = {"routine_id": routine_id, "fingerprint": fingerprint, "other_than": other_than}
+    row = first_row(conn, _ACTIVE_INSTANCE, params)
     return routine_run_from_row(row) if row else None
 
 
 def _insert_run(conn: Connection, new: NewRoutineRun, now: datetime) -> RoutineRun:
     terminal = new.status is not RoutineRunStatus.RECEIVED
-    run_id = conn.execute(
-        sa.insert(routine_runs)
-        .values(
-            routine_id=new.routine_id,
-            trigger_id=new.trigger_id,
-            source=new.source.value,
-            status=new.status.value,
-            status_reason=new.status_reason,
-            trigger_payload={
-                "variables": dict(new.variables),
-                "missed": dict(new.missed) if new.missed else None,
-            },
-            scheduled_for=new.scheduled_for,
-            idempotency_key=new.idempotency_key,
-            delivery_signature=new.delivery_signature,
-            created_at=now,
-            completed_at=now if terminal else None,
-        )
-        .returning(routine_runs.c.id)
-    ).scalar_one()
+    values = {
+        "routine_id": new.routine_id,
+        "trigger_id": new.trigger_id,
+        "source": new.source.value,
+        "status": new.status.value,
+        "status_reason": new.status_reason,
+        "trigger_payload": {
+            "variables": dict(new.variables),
+            "missed": dict(new.missed) if new.missed else None,
+        },
+        "scheduled_for": new.scheduled_for,
+        "idempotency_key": new.idempotency_key,
+        "delivery_signature": new.delivery_signature,
+        "created_at": now,
+        "completed_at": now if terminal else None,
+    }
+    run_id = conn.execute(_INSERT_RUN, values).scalar_one()
     if new.idempotency_key is None:
-        conn.execute(
-            sa.update(routine_runs)
-            .where(routine_runs.c.id == run_id)
-            .values(idempotency_key=f"{new.key_prefix}{run_id}")
-        )
+        key = {"routine_run_id": run_id, "idempotency_key": f"{new.key_prefix}{run_id}"}
+        conn.execute(_KEY_BY_ID, key)
     return _run_in(conn, run_id)
 
 
 def _existing_by_key(conn: Connection, key: str | None) -> RoutineRun | None:
     if key is None:
         return None
-    row = first_row(conn, sa.select(routine_runs).where(routine_runs.c.idempotency_key == key))
+    row = first_row(conn, _RUN_BY_KEY, {"key": key})
     return routine_run_from_row(row) if row else None
 
 
@@ -199,14 +215,13 @@ class RoutineRunMethods:
             ``None`` when another loop claimed the ticks first.
         """
         with self._db.write() as conn:
-            claimed = conn.execute(
-                sa.update(routine_triggers)
-                .where(
-                    routine_triggers.c.id == trigger_id,
-                    routine_triggers.c.next_run_at == expected_next_run_at,
-                )
-                .values(next_run_at=next_run_at, last_fired_at=last_fired_at)
-            ).rowcount
+            params = {
+                "trigger_id": trigger_id,
+                "expected_next_run_at": expected_next_run_at,
+                "next_run_at": next_run_at,
+                "last_fired_at": last_fired_at,
+            }
+            claimed = conn.execute(_CLAIM_TICKS, params).rowcount
             if claimed != 1:
                 return None
             inserted = []
@@ -332,14 +347,7 @@ class RoutineRunMethods:
                     "status": RoutineRunStatus.TASK_CREATED.value,
                     "linked_task_id": created.id,
                 }
-            settled = conn.execute(
-                sa.update(routine_runs)
-                .where(
-                    routine_runs.c.id == run_id,
-                    routine_runs.c.status == RoutineRunStatus.RECEIVED.value,
-                )
-                .values(values)
-            ).rowcount
+            settled = conn.execute(_SETTLE_RECEIVED, {"routine_run_id": run_id, **values}).rowcount
             if settled != 1:
                 raise ConflictError("routine run was dispatched concurrently")  # rolls back
             return GateResult(run=_run_in(conn, run_id), active=active, task=created)
@@ -364,14 +372,7 @@ class RoutineRunMethods:
         if status not in LINKED_ROUTINE_RUN_STATUSES:
             values["completed_at"] = now
         with self._db.write() as conn:
-            changed = conn.execute(
-                sa.update(routine_runs)
-                .where(
-                    routine_runs.c.id == run_id,
-                    routine_runs.c.status == RoutineRunStatus.RECEIVED.value,
-                )
-                .values(values)
-            ).rowcount
+            changed = conn.execute(_SETTLE_RECEIVED, {"routine_run_id": run_id, **values}).rowcount
             return _run_in(conn, run_id) if changed == 1 else None
 
     def end_linked(
