@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -12,7 +14,8 @@ from alembic.runtime.migration import MigrationContext
 
 from office_scheduler.domain.models import WorkspaceSettings
 from office_scheduler.store import migrate
-from office_scheduler.store.engine import Database
+from office_scheduler.store.engine import Database, open_database
+from office_scheduler.store.leadership import advisory_key
 from office_scheduler.store.office import OfficeStore
 from office_scheduler.store.schema import metadata, scheduler_leases
 
@@ -104,3 +107,34 @@ def test_utc_column_orders_by_instant_and_rejects_naive(database: Database) -> N
                 name="naive", holder="x", expires_at=datetime(2026, 6, 1, 12, 0)
             )
         )
+
+
+@pytest.mark.postgres
+def test_migration_lock_is_per_schema(pg_admin_engine: sa.Engine) -> None:
+    # Nodes of one office (one schema) migrate one at a time; another schema on the same
+    # server does not wait for them (the lock used to be one key for the whole server).
+    schemas = [f"t_{uuid.uuid4().hex}" for _ in range(2)]
+    url = pg_admin_engine.url.render_as_string(hide_password=False)
+    with pg_admin_engine.connect() as conn:
+        for schema in schemas:
+            conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+    busy = schemas[0]
+    dbs = [open_database(url, schema=schema) for schema in schemas]
+    try:
+        with pg_admin_engine.connect() as holder:
+            key = {"key": advisory_key("migrate", busy)}
+            holder.exec_driver_sql("SELECT pg_advisory_lock(%(key)s)", key)
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                waiting = pool.submit(migrate.upgrade, dbs[0])
+                migrate.upgrade(dbs[1])  # not blocked by the other schema's migration
+                assert migrate.current_revision(dbs[1]) == migrate.head_revision()
+                assert not waiting.done(), "a node migrated while another held the lock"
+                holder.exec_driver_sql("SELECT pg_advisory_unlock(%(key)s)", key)
+                waiting.result(timeout=60)
+        assert migrate.current_revision(dbs[0]) == migrate.head_revision()
+    finally:
+        for db in dbs:
+            db.dispose()
+        with pg_admin_engine.connect() as conn:
+            for schema in schemas:
+                conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')

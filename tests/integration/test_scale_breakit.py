@@ -338,6 +338,7 @@ def test_a_statement_timeout_or_deadlock_is_not_a_lost_connection() -> None:
 
 
 @pytest.mark.postgres
+@pytest.mark.timeout(180)  # a stress test: on a loaded two-core machine it can pass 60 s
 async def test_keyed_wakes_survive_terminated_backends_exactly_once(
     pg_store: tuple[Store, str], pg_admin_engine: sa.Engine
 ) -> None:

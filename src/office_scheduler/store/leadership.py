@@ -26,10 +26,19 @@ log = structlog.get_logger(__name__)
 CONNECT_TIMEOUT_S = 5
 
 
-def lock_key(schema: str | None) -> int:
-    """The signed 64-bit advisory lock key of the maintenance lock of ``schema``."""
-    digest = hashlib.sha256(f"office-scheduler:maintenance:{schema or ''}".encode()).digest()
+def advisory_key(purpose: str, schema: str | None) -> int:
+    """A signed 64-bit PostgreSQL advisory lock key for ``purpose`` within ``schema``.
+
+    Keyed by schema, so offices that share one server in separate schemas never wait on
+    each other's locks.
+    """
+    digest = hashlib.sha256(f"office-scheduler:{purpose}:{schema or ''}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def lock_key(schema: str | None) -> int:
+    """The advisory lock key of the maintenance lock of ``schema``."""
+    return advisory_key("maintenance", schema)
 
 
 class Leadership:

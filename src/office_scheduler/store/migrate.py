@@ -10,10 +10,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from office_scheduler.store.engine import Database
+from office_scheduler.store.leadership import advisory_key
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-# Arbitrary constant: serialises concurrent upgrades of several nodes on PostgreSQL.
-PG_MIGRATION_LOCK_KEY = 0x0FF1CE
 
 
 def _config(connection: object | None = None) -> Config:
@@ -40,13 +39,15 @@ def upgrade(db: Database, revision: str = "head") -> None:
     """Bring the schema of ``db`` up to ``revision`` (idempotent).
 
     On SQLite foreign keys are switched off while batch migrations rebuild tables; on
-    PostgreSQL an advisory lock lets only one node migrate at a time.
+    PostgreSQL an advisory lock keyed by the schema lets only one node migrate it at a
+    time (offices in other schemas of the same server migrate in parallel).
     """
+    key = advisory_key("migrate", db.schema)
     with db.writer.connect() as conn:
         if db.dialect == "sqlite":
             conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
         else:
-            conn.exec_driver_sql(f"SELECT pg_advisory_lock({PG_MIGRATION_LOCK_KEY})")
+            conn.exec_driver_sql("SELECT pg_advisory_lock(%(key)s)", {"key": key})
         try:
             command.upgrade(_config(conn), revision)
             conn.commit()
@@ -54,7 +55,7 @@ def upgrade(db: Database, revision: str = "head") -> None:
             if db.dialect == "sqlite":
                 conn.exec_driver_sql("PRAGMA foreign_keys=ON")
             else:
-                conn.exec_driver_sql(f"SELECT pg_advisory_unlock({PG_MIGRATION_LOCK_KEY})")
+                conn.exec_driver_sql("SELECT pg_advisory_unlock(%(key)s)", {"key": key})
                 conn.commit()
 
 
