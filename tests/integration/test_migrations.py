@@ -14,8 +14,7 @@ from alembic.runtime.migration import MigrationContext
 
 from office_scheduler.domain.models import WorkspaceSettings
 from office_scheduler.store import migrate
-from office_scheduler.store.engine import Database, open_database
-from office_scheduler.store.leadership import advisory_key
+from office_scheduler.store.engine import Database, advisory_key, open_database
 from office_scheduler.store.office import OfficeStore
 from office_scheduler.store.schema import metadata, scheduler_leases
 

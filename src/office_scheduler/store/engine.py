@@ -8,6 +8,7 @@ second engine that opens plain deferred transactions and never queue behind the 
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Iterator
@@ -154,6 +155,16 @@ class Database:
         self.writer.dispose()
         if self.reader.pool is not self.writer.pool:
             self.reader.dispose()
+
+
+def advisory_key(purpose: str, schema: str | None) -> int:
+    """A signed 64-bit PostgreSQL advisory lock key for ``purpose`` within ``schema``.
+
+    Keyed by schema, so offices that share one server in separate schemas never wait on
+    each other's locks.
+    """
+    digest = hashlib.sha256(f"office-scheduler:{purpose}:{schema or ''}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 #: A connection back in the pool for longer than this is pinged before it is handed out.

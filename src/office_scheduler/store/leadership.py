@@ -12,28 +12,17 @@ process is always the leader.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 
 import psycopg
 import structlog
 
-from office_scheduler.store.engine import KEEPALIVES, Database, application_name
+from office_scheduler.store.engine import KEEPALIVES, Database, advisory_key, application_name
 
 log = structlog.get_logger(__name__)
 
 #: Connect timeout of the dedicated connection, in seconds.
 CONNECT_TIMEOUT_S = 5
-
-
-def advisory_key(purpose: str, schema: str | None) -> int:
-    """A signed 64-bit PostgreSQL advisory lock key for ``purpose`` within ``schema``.
-
-    Keyed by schema, so offices that share one server in separate schemas never wait on
-    each other's locks.
-    """
-    digest = hashlib.sha256(f"office-scheduler:{purpose}:{schema or ''}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def lock_key(schema: str | None) -> int:

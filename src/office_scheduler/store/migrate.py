@@ -9,8 +9,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from office_scheduler.store.engine import Database
-from office_scheduler.store.leadership import advisory_key
+from office_scheduler.store.engine import Database, advisory_key
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 

@@ -12,6 +12,7 @@ itself directly; everything here is then a no-op.
 from __future__ import annotations
 
 import re
+from functools import cache
 
 import psycopg
 import sqlalchemy as sa
@@ -28,6 +29,7 @@ MAX_CHANNEL = 63
 CONNECT_TIMEOUT_S = 5
 
 
+@cache
 def wake_channel(schema: str | None) -> str:
     """The channel name for wakes in ``schema`` (``office_wake`` for the default one)."""
     suffix = re.sub(r"[^a-z0-9_]", "_", (schema or "").lower())

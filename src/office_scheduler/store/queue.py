@@ -28,7 +28,7 @@ from office_scheduler.domain.status import (
 from office_scheduler.store.activity import activity_values, insert_activity
 from office_scheduler.store.engine import Database
 from office_scheduler.store.notify import notify_wake
-from office_scheduler.store.queue_common import get_run, lock_agent
+from office_scheduler.store.queue_common import get_run, insert_run_events, lock_agent
 from office_scheduler.store.queue_heads import reconcile_heads, refresh_heads
 from office_scheduler.store.recovery import RecoveryQueries
 from office_scheduler.store.retries import RetryTransitions
@@ -37,7 +37,6 @@ from office_scheduler.store.run_transitions import RunTransitions
 from office_scheduler.store.schema import (
     LIVE_RUNS_PREDICATE,
     agents,
-    run_events,
     runs,
     wakeup_requests,
 )
@@ -114,6 +113,18 @@ _MERGE_RUN = (
     .where(runs.c.id == sa.bindparam("run_id"), runs.c.status == sa.bindparam("read_status"))
     .returning(*runs.c)
 )
+
+
+def _request_columns(request: WakeRequest) -> dict[str, Any]:
+    """The columns a wakeup request and the run it creates both copy from the wake."""
+    return {
+        "workspace_id": request.workspace_id,
+        "agent_id": request.agent_id,
+        "task_id": request.task_id,
+        "source": request.source.value,
+        "classification": request.classification.value,
+        "idempotency_key": request.idempotency_key,
+    }
 
 
 def _in_flight(conn: Connection, request: WakeRequest) -> Run | None:
@@ -193,7 +204,6 @@ def _claim_statements() -> tuple[sa.Select[Any], sa.Update]:
 
 
 _LOCK_CANDIDATES, _CLAIM_HEADS = _claim_statements()
-_INSERT_RUN_EVENT = sa.insert(run_events)
 
 
 def _claim_event(run: Run, node_id: str, now: datetime) -> dict[str, Any]:
@@ -241,13 +251,8 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                     field="agent_id",
                 )
             values = {
-                "workspace_id": request.workspace_id,
-                "agent_id": request.agent_id,
-                "task_id": request.task_id,
-                "source": request.source.value,
-                "classification": request.classification.value,
+                **_request_columns(request),
                 "payload": request.payload,
-                "idempotency_key": request.idempotency_key,
                 "status": WakeupStatus.QUEUED.value,
                 "requested_at": now,
             }
@@ -316,13 +321,8 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         hold: timedelta,
     ) -> Run:
         values = {
-            "workspace_id": request.workspace_id,
-            "agent_id": request.agent_id,
-            "task_id": request.task_id,
-            "source": request.source.value,
-            "classification": request.classification.value,
+            **_request_columns(request),
             "status": RunStatus.QUEUED.value,
-            "idempotency_key": request.idempotency_key,
             "context_snapshot": [context_to_json(entry)],
             "context_version": 1,
             "coalesced_count": 1,
@@ -404,7 +404,7 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             refresh_heads(conn, agent_ids)  # claimed heads left; stale heads are corrected
             result = sorted((run_from_row(r) for r in claimed), key=lambda r: (r.not_before, r.id))
             if result:
-                conn.execute(_INSERT_RUN_EVENT, [_claim_event(r, node_id, now) for r in result])
+                insert_run_events(conn, [_claim_event(r, node_id, now) for r in result])
             return result
 
     def reconcile_heads(self) -> int:

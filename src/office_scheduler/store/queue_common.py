@@ -13,7 +13,7 @@ from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.models import Run
 from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunStatus
 from office_scheduler.store.rows import run_from_row
-from office_scheduler.store.schema import agents, runs, tasks
+from office_scheduler.store.schema import agents, run_events, runs, tasks
 
 _LOCK_AGENT = sa.select(agents).where(agents.c.id == sa.bindparam("agent_id")).with_for_update()
 _GET_RUN = sa.select(runs).where(runs.c.id == sa.bindparam("run_id"))
@@ -24,6 +24,17 @@ _RELEASE_CHECKOUTS = (
 )
 _COOLDOWN_OF = sa.select(agents.c.cooldown_s).where(agents.c.id == sa.bindparam("agent_id"))
 _STAMP_COOLDOWN = sa.update(agents).where(agents.c.id == sa.bindparam("agent_id"))
+_INSERT_RUN_EVENT = sa.insert(run_events)
+
+
+def insert_run_events(
+    conn: Connection, rows: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+) -> None:
+    """Append one ``run_events`` row, or many in one statement (caller's transaction).
+
+    Each row has ``run_id``, ``kind``, ``message``, ``data`` and ``at``.
+    """
+    conn.execute(_INSERT_RUN_EVENT, rows)
 
 
 def lock_agent(conn: Connection, agent_id: str) -> Mapping[Any, Any]:

@@ -17,13 +17,14 @@ from office_scheduler.store.queue_common import (
     claim_fence,
     earliest_not_before,
     get_run,
+    insert_run_events,
     lock_agent,
     release_checkouts,
     stamp_cooldown,
 )
 from office_scheduler.store.queue_heads import lock_agents_of_runs, refresh_heads
 from office_scheduler.store.rows import context_to_json, run_from_row
-from office_scheduler.store.schema import agents, run_events, runs, tasks, wakeup_requests
+from office_scheduler.store.schema import agents, runs, tasks, wakeup_requests
 from office_scheduler.store.sql import insert
 from office_scheduler.store.tokens import revoke_run_tokens
 
@@ -37,7 +38,6 @@ _MARK_RUNNING = (
     .returning(*runs.c)
 )
 _SET_PID = sa.update(runs).where(runs.c.id == sa.bindparam("run_id"))
-_INSERT_RUN_EVENT = sa.insert(run_events)
 _CHECKOUT_TASK = sa.update(tasks).where(
     tasks.c.id == sa.bindparam("task_id"), tasks.c.checkout_agent_id.is_(None)
 )
@@ -136,7 +136,7 @@ class RunTransitions:
                 "data": {"pid": pid},
                 "at": now,
             }
-            conn.execute(_INSERT_RUN_EVENT, event)
+            insert_run_events(conn, event)
 
     def finish_run(
         self,

@@ -19,6 +19,7 @@ from office_scheduler.store.engine import Database
 from office_scheduler.store.ids import new_id
 from office_scheduler.store.inbox import InboxMethods
 from office_scheduler.store.pagination import check_limit
+from office_scheduler.store.queue_common import insert_run_events
 from office_scheduler.store.rows import run_event_from_row, session_from_row
 from office_scheduler.store.schema import run_events, sessions
 from office_scheduler.store.sql import all_rows, first_row, missing_reference
@@ -28,7 +29,6 @@ MAX_RUN_EVENTS = 10_000
 
 RunEventRow = tuple[int, str, str, Mapping[str, Any], datetime]
 
-_INSERT_RUN_EVENT = sa.insert(run_events)
 _INSERT_SESSION = sa.insert(sessions).returning(*sessions.c)
 _LATEST_RESUMABLE = (
     sa.select(sessions)
@@ -80,7 +80,7 @@ class RunLogStore(ActivityMethods, InboxMethods):
             for run_id, kind, message, data, at in events
         ]
         with missing_reference(field="run_id", message="run not found"), self._db.write() as conn:
-            conn.execute(_INSERT_RUN_EVENT, rows)
+            insert_run_events(conn, rows)
 
     def list_run_events(
         self, run_id: int, *, after_id: int = 0, limit: int = 1000
