@@ -11,19 +11,32 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
+import structlog
 
 from office_scheduler.store import migrate
 from office_scheduler.store.engine import Database, normalise_url, open_database
 from office_scheduler.store.office import OfficeStore
 from office_scheduler.store.runlog import RunLogStore
 from office_scheduler.store.tokens import TokenStore
+
+# structlog's defaults with plain tracebacks: the default rich traceback renders every
+# frame's locals, which costs seconds per logged exception.
+structlog.configure(
+    processors=[
+        *structlog.get_config()["processors"][:-1],
+        structlog.dev.ConsoleRenderer(
+            colors=False, exception_formatter=structlog.dev.plain_traceback
+        ),
+    ]
+)
 
 PG_URL_ENV = "TEST_DATABASE_URL"
 _SCHEMA_KEY = pytest.StashKey[str | None]()
@@ -87,14 +100,68 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+#: One recorded DBAPI call: (statement, parameters, executemany).
+_Recorded = tuple[str, Any, bool]
+
+
+@pytest.fixture(scope="session")
+def pg_migration_script(pg_admin_engine: sa.Engine) -> list[_Recorded]:
+    """The DBAPI calls Alembic makes to migrate an empty schema to head, recorded once.
+
+    Recorded from a real ``migrate.upgrade`` into a scratch schema. The migrations name no
+    schema (tables go where ``search_path`` points), so replaying the calls in another empty
+    schema builds the same tables, indexes and version row; the recorder refuses a script
+    that mentions its scratch schema, which would break that premise.
+    """
+    schema = f"t_{uuid.uuid4().hex}"
+    with pg_admin_engine.connect() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+    recorded: list[_Recorded] = []
+
+    def record(
+        _conn: object, _cursor: object, statement: str, parameters: Any, _ctx: object, many: bool
+    ) -> None:
+        if "pg_advisory" not in statement:  # the migration lock is the caller's business
+            recorded.append((statement, parameters, many))
+
+    db = open_database(pg_admin_engine.url.render_as_string(hide_password=False), schema=schema)
+    try:
+        sa.event.listen(db.writer, "before_cursor_execute", record)
+        migrate.upgrade(db)
+    finally:
+        db.dispose()
+        with pg_admin_engine.connect() as conn:
+            conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
+    assert schema not in repr(recorded), "the migration script names its schema"
+    return recorded
+
+
+def _replay(db: Database, script: Sequence[_Recorded]) -> None:
+    """Run a recorded migration script in ``db``'s schema, in one transaction."""
+    raw = db.writer.raw_connection()
+    try:
+        cursor = raw.cursor()
+        for statement, parameters, many in script:
+            if many:
+                cursor.executemany(statement, parameters)
+            else:
+                cursor.execute(statement, parameters)
+        cursor.close()
+        raw.commit()
+    finally:
+        raw.close()
+
+
 @pytest.fixture
 def database(
     db_url: str, db_schema: str | None, request: pytest.FixtureRequest
 ) -> Iterator[Database]:
     """The test's database, migrated to head through Alembic; disposed at teardown.
 
-    On SQLite the test gets a copy of a file migrated once per test process (the copy is
-    what an Alembic upgrade would write, at a fraction of the cost).
+    The migration runs once per test process: on SQLite the test gets a copy of a migrated
+    file, on PostgreSQL a replay of the statements the migration ran (either is what an
+    Alembic upgrade would write, at a fraction of the cost). ``tests/integration/
+    test_migrations.py`` runs the real upgrade and downgrade paths.
 
     Teardown also checks that no pooled connection is still checked out: no connection may
     leave a store method.
@@ -109,7 +176,7 @@ def database(
         db = open_database(db_url)
     else:
         db = open_database(db_url, schema=db_schema)
-        migrate.upgrade(db)
+        _replay(db, request.getfixturevalue("pg_migration_script"))
     yield db
     pools = {id(engine.pool): engine.pool for engine in (db.writer, db.reader)}.values()
     checked_out = sum(_checked_out(pool) for pool in pools)

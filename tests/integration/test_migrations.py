@@ -40,11 +40,57 @@ def test_upgrade_downgrade_upgrade(database: Database) -> None:
     assert migrate.current_revision(database) == head
 
 
-def test_migrated_schema_matches_metadata(database: Database) -> None:
-    with database.writer.connect() as conn:
-        context = MigrationContext.configure(conn, opts={"compare_type": True})
-        differences = compare_metadata(context, metadata)
+def test_migrated_schema_matches_metadata(db_url: str, db_schema: str | None) -> None:
+    database = open_database(db_url, schema=db_schema)
+    try:
+        migrate.upgrade(database)
+        with database.writer.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            differences = compare_metadata(context, metadata)
+    finally:
+        database.dispose()
     assert differences == []
+
+
+_CATALOG = """
+SELECT 'column', table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable
+       || ' ' || coalesce(column_default, '')
+  FROM information_schema.columns WHERE table_schema = %(schema)s
+UNION ALL
+SELECT 'index', indexdef FROM pg_indexes WHERE schemaname = %(schema)s
+UNION ALL
+SELECT 'constraint', conrelid::regclass::text || ' ' || pg_get_constraintdef(oid)
+  FROM pg_constraint WHERE connamespace = %(schema)s::regnamespace
+UNION ALL
+SELECT 'version', version_num FROM alembic_version
+"""
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_the_test_schema_replay_equals_a_real_upgrade(
+    database: Database, db_url: str, pg_admin_engine: sa.Engine
+) -> None:
+    """The ``database`` fixture replays a recorded migration; it must build the same schema."""
+    real_schema = f"t_{uuid.uuid4().hex}"
+    with pg_admin_engine.connect() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{real_schema}"')
+    real = open_database(db_url, schema=real_schema)
+    try:
+        migrate.upgrade(real)
+
+        def catalog(db: Database) -> list[tuple[str, str]]:
+            with db.writer.connect() as conn:
+                rows = conn.exec_driver_sql(_CATALOG, {"schema": db.schema}).all()
+            return sorted((kind, text.replace(f"{db.schema}.", "")) for kind, text in rows)
+
+        replayed, upgraded = catalog(database), catalog(real)
+    finally:
+        real.dispose()
+        with pg_admin_engine.connect() as conn:
+            conn.exec_driver_sql(f'DROP SCHEMA "{real_schema}" CASCADE')
+    assert len(upgraded) > 100
+    assert replayed == upgraded
 
 
 @pytest.mark.parametrize(

@@ -5,11 +5,15 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
 from helpers import Office
 from office_scheduler.domain.execution import Outcome
 from office_scheduler.domain.models import ExecutorConfig, Run
 from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunStatus, WakeSource
 from office_scheduler.domain.summaries import ContinuationSummary
+from office_scheduler.pipeline import summary as summary_step
+from office_scheduler.store.facade import Store
 
 HOLD = timedelta(seconds=5)
 
@@ -200,3 +204,27 @@ async def test_an_executor_that_cannot_resume_gets_the_full_prompt_again(office:
     await _drain(office)
     assert [r.prompt_kind for r in _runs(office, office.worker.id)] == ["full", "full"]
     assert office.executor.launches[1].prompt.startswith("# You are ann")
+
+
+async def test_a_summary_that_fails_halfway_keeps_the_end_and_writes_nothing(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summary is written inside the run's end transaction, under a savepoint."""
+    real = summary_step.write_summary
+
+    def upsert_then_fail(store: Store, run: Run, agent_name: str) -> ContinuationSummary:
+        real(store, run, agent_name)  # the upsert happened in the end transaction...
+        raise RuntimeError("summary renderer broke")  # ...and must be undone alone
+
+    monkeypatch.setattr(summary_step, "write_summary", upsert_then_fail)
+    office.executor._outcomes.append(
+        Outcome(status=OutcomeStatus.SUCCEEDED, result={"message": "All quiet."})
+    )
+    scope = await _heartbeat(office)
+    [run] = [r for r in _runs(office, office.coordinator.id) if r.task_id is None]
+    assert run.status is RunStatus.FINISHED
+    assert _summary(office, scope) is None
+    events = office.store.runlog.list_run_events(run.id)
+    kinds = [e.kind for e in events]
+    assert kinds[-2:] == ["run_finished", "summary_failed"]
+    assert events[-1].message == "continuation summary not written: summary renderer broke"

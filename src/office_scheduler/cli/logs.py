@@ -57,7 +57,11 @@ def configure_logging(verbosity: int = 0, fmt: LogFormat = "console") -> None:
         final += [structlog.processors.format_exc_info]
         renderer = structlog.processors.JSONRenderer()
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        # Plain tracebacks: the default (rich) one prints every frame's local variables,
+        # which include run tokens and agent environments.
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=sys.stderr.isatty(), exception_formatter=structlog.dev.plain_traceback
+        )
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()],
         processors=[*final, renderer],

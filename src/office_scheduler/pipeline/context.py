@@ -78,9 +78,9 @@ class RunContext:
     async def event(self, kind: str, message: str = "", **data: Any) -> None:
         """Append a line to the run's event log (written at the next :meth:`flush_events`).
 
-        Decisions are buffered and written together: before the session starts, when the
-        run ends, and when the pipeline returns, so a run costs a few event transactions
-        instead of one per decision. ``at`` is the instant of the decision.
+        Decisions are buffered and written together, in the transactions that start the
+        session, end or park the run, or when the pipeline returns: no transaction of
+        their own on the usual path. ``at`` is the instant of the decision.
         """
         self.pending_events.append((self.run.id, kind, message, data, self.deps.clock.now()))
 
@@ -100,10 +100,17 @@ class RunContext:
         result: Mapping[str, Any] | None = None,
         usage: Mapping[str, Any] | None = None,
         exit_code: int | None = None,
+        then: AfterEnd | None = None,
     ) -> None:
         """End the run (terminal status + reason), log the decision and publish it.
 
-        ``error`` and ``result`` are made storable first (no NUL, no SQL text:
+        One transaction (:meth:`Database.transaction`) writes the end, the buffered
+        decisions, the ``run_<status>`` event, a guard's skip in the activity log and
+        whatever ``then`` writes: one commit instead of four. ``then`` runs only when this
+        attempt ended the run; an exception from it rolls the end back, so a follow-up
+        that must never undo the end guards itself (a savepoint, as
+        :func:`~office_scheduler.pipeline.summary.summary_after_end` does). ``error`` and
+        ``result`` are made storable first (no NUL, no SQL text:
         :func:`~office_scheduler.pipeline.storable.short_error`).
         """
         error = short_error(error)
@@ -111,27 +118,13 @@ class RunContext:
         now = self.deps.clock.now()
         ended = await asyncio.to_thread(
             call_retrying_if_connection_lost,
-            self.deps.store.queue.finish_run,
-            self.run.id,
-            status=status,
-            reason=reason,
-            now=now,
-            error=error,
-            result=result,
-            usage=usage,
-            exit_code=exit_code,
-            node_id=self.deps.settings.node_id,
-            seen_version=self.prompt_version or self.run.context_version,
-            claimed_at=self.run.claimed_at,
+            self._finish,
+            _Ending(status, reason, now, error, result, usage, exit_code),
+            then,
         )
         if ended is None:
-            await self.flush_events()
             return
         self.ended = ended
-        await self.event(f"run_{status.value}", error or reason.value, reason=reason.value)
-        await self.flush_events()
-        # Skips and cancels by a guard go to the activity log (one place for every guard).
-        await asyncio.to_thread(self.deps.store.runlog.log_run_skip, ended, now=now)
         log.info(
             "run_ended",
             run_id=self.run.id,
@@ -141,6 +134,38 @@ class RunContext:
             error=error,
         )
         await self.deps.publish(RunEnded(run=ended))
+
+    def _finish(self, ending: _Ending, then: AfterEnd | None) -> Run | None:
+        """The transaction of :meth:`end` (blocking; retried whole on a lost connection)."""
+        store = self.deps.store
+        events = list(self.pending_events)
+        with store.db.transaction():
+            ended = store.queue.finish_run(
+                self.run.id,
+                status=ending.status,
+                reason=ending.reason,
+                now=ending.now,
+                error=ending.error,
+                result=ending.result,
+                usage=ending.usage,
+                exit_code=ending.exit_code,
+                node_id=self.deps.settings.node_id,
+                seen_version=self.prompt_version or self.run.context_version,
+                claimed_at=self.run.claimed_at,
+            )
+            if ended is not None:
+                reason = ending.reason.value
+                kind, message = f"run_{ending.status.value}", ending.error or reason
+                events.append((self.run.id, kind, message, {"reason": reason}, ending.now))
+                if then is not None:
+                    events += then(ended)
+            if events:
+                store.runlog.add_run_events(events)
+            if ended is not None:
+                # Skips and cancels by a guard go to the activity log (one place for all).
+                store.runlog.log_run_skip(ended, now=ending.now)
+        self.pending_events = []
+        return ended
 
     async def schedule_retry(
         self,
@@ -160,27 +185,48 @@ class RunContext:
         error = short_error(error) or ""
         result = clean_json(result) if result is not None else None
         now = self.deps.clock.now()
-        parked = await asyncio.to_thread(
-            call_retrying_if_connection_lost,
-            self.deps.store.queue.schedule_retry,
-            self.run.id,
-            retry_at=retry_at,
-            reason=reason,
-            error=error,
-            now=now,
-            result=result,
-            usage=usage,
-            exit_code=exit_code,
-            node_id=self.deps.settings.node_id,
-            claimed_at=self.run.claimed_at,
-        )
-        await self.flush_events()
+
+        def park() -> Run | None:  # with the buffered decisions, in one transaction
+            store = self.deps.store
+            with store.db.transaction():
+                parked = store.queue.schedule_retry(
+                    self.run.id,
+                    retry_at=retry_at,
+                    reason=reason,
+                    error=error,
+                    now=now,
+                    result=result,
+                    usage=usage,
+                    exit_code=exit_code,
+                    node_id=self.deps.settings.node_id,
+                    claimed_at=self.run.claimed_at,
+                )
+                if self.pending_events:
+                    store.runlog.add_run_events(self.pending_events)
+            self.pending_events = []
+            return parked
+
+        parked = await asyncio.to_thread(call_retrying_if_connection_lost, park)
         if parked is not None:
             self.ended = parked
         return parked
 
 
 Step = Callable[[RunContext, Callable[[], Awaitable[None]]], Awaitable[None]]
+#: Work done inside the transaction that ends a run, given the ended run (blocking, in the
+#: store's pinned transaction); it returns the run events to record with the end.
+AfterEnd = Callable[[Run], list[RunEventRow]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Ending:
+    status: RunStatus
+    reason: RunReason
+    now: datetime
+    error: str | None
+    result: Mapping[str, Any] | None
+    usage: Mapping[str, Any] | None
+    exit_code: int | None
 
 
 def compose(steps: Sequence[Step]) -> Callable[[RunContext], Awaitable[None]]:

@@ -23,15 +23,24 @@ log = structlog.get_logger(__name__)
 Next = Callable[[], Awaitable[None]]
 
 
+def _read_subjects(ctx: RunContext) -> None:
+    store = ctx.deps.store
+    office = store.office
+    with store.db.snapshot():
+        ctx.agent = office.get_agent(ctx.run.agent_id)
+        ctx.workspace = office.get_workspace(ctx.run.workspace_id)
+        if ctx.run.task_id is not None:
+            ctx.task = office.find_task(ctx.run.task_id)
+            if ctx.task is not None and ctx.task.project_id is not None:
+                ctx.project = office.get_project(ctx.task.project_id)
+
+
 async def load(ctx: RunContext, call_next: Next) -> None:
-    """Read the run's agent, workspace, task and project once for the later steps."""
-    office = ctx.deps.store.office
-    ctx.agent = await asyncio.to_thread(office.get_agent, ctx.run.agent_id)
-    ctx.workspace = await asyncio.to_thread(office.get_workspace, ctx.run.workspace_id)
-    if ctx.run.task_id is not None:
-        ctx.task = await asyncio.to_thread(office.find_task, ctx.run.task_id)
-        if ctx.task is not None and ctx.task.project_id is not None:
-            ctx.project = await asyncio.to_thread(office.get_project, ctx.task.project_id)
+    """Read the run's agent, workspace, task and project once for the later steps.
+
+    One thread hop and one read connection (:meth:`Database.snapshot`) for the four reads.
+    """
+    await asyncio.to_thread(_read_subjects, ctx)
     # The ``claimed`` event is written by the claim transaction itself (store/queue.py).
     await call_next()
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from office_scheduler.pipeline.prompting import build_run_prompt
 from office_scheduler.pipeline.redaction import Redactor
 from office_scheduler.pipeline.retries import record_failure
 from office_scheduler.pipeline.storable import storable_outcome
-from office_scheduler.pipeline.summary import record_summary
+from office_scheduler.pipeline.summary import summary_after_end
 from office_scheduler.prompts import can_resume
 
 log = structlog.get_logger(__name__)
@@ -134,12 +134,22 @@ def _working_directory(ctx: RunContext, config: ExecutorConfig) -> Path:
     return cwd
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _SessionPlan:
+    """The session row :func:`launch` writes when the run starts (see :func:`open_session`)."""
+
+    executor: str
+    cwd: str
+    resumed_from: str | None
+
+
 async def open_session(ctx: RunContext, call_next: Next) -> None:
-    """Create the run's session row; task-bound runs resume the prior (task, agent) session.
+    """Plan the run's session; task-bound runs resume the prior (task, agent) session.
 
     The prior session is resumed only under the rule that chose the prompt kind
     (:func:`~office_scheduler.prompts.can_resume`: same executor, an executor that can
-    resume, same working directory); otherwise the run starts a new session.
+    resume, same working directory); otherwise the run starts a new session. The session
+    row is written by :func:`launch`, in the transaction that marks the run ``running``.
     """
     config = ctx.executor_config
     assert config is not None
@@ -151,43 +161,82 @@ async def open_session(ctx: RunContext, call_next: Next) -> None:
         )
         if not can_resume(task_id=ctx.run.task_id, prior=prior, config=config, cwd=str(cwd)):
             prior = None
-    ctx.session = await asyncio.to_thread(
-        ctx.deps.store.runlog.create_session,
-        run_id=ctx.run.id,
-        agent_id=ctx.run.agent_id,
-        task_id=ctx.run.task_id,
-        executor=config.name,
-        cwd=str(cwd),
-        resumed_from=prior.id if prior else None,
-        now=ctx.deps.clock.now(),
+    ctx.extras["session_plan"] = _SessionPlan(
+        executor=config.name, cwd=str(cwd), resumed_from=prior.id if prior else None
     )
     ctx.extras["resume_session_id"] = prior.external_session_id if prior else None
     ctx.extras["resume_cwd"] = prior.cwd if prior else None
     await call_next()
 
 
-async def _mark_running(ctx: RunContext, config: ExecutorConfig) -> Run | None:
-    """Flip claimed → running with the context version the prompt was built from.
+class _NotStarted(Exception):
+    """Rolls the start transaction back: the run was not ``claimed`` at this version."""
 
-    A wake merged after the prompt was built bumps the version; rebuild and retry so the
-    merged wake reaches this session.
+
+def _start(ctx: RunContext, config: ExecutorConfig, plan: _SessionPlan) -> tuple[Run, str] | None:
+    """One transaction: the session row, claimed → running, the run token, the decisions.
+
+    ``running`` is a compare-and-set on ``claimed`` and the context version the prompt was
+    built from; when it fails nothing is written and ``None`` comes back.
     """
-    queue = ctx.deps.store.queue
+    deps = ctx.deps
+    now = deps.clock.now()
+    ttl = config.timeout_s + deps.settings.shutdown_grace.total_seconds() + 300
+    launched = (ctx.run.id, "launched", f"{config.name} session started", {"executor": config.name})
+    assert ctx.prompt is not None
+    try:
+        with deps.store.db.transaction():
+            session = deps.store.runlog.create_session(
+                run_id=ctx.run.id,
+                agent_id=ctx.run.agent_id,
+                task_id=ctx.run.task_id,
+                executor=plan.executor,
+                cwd=plan.cwd,
+                resumed_from=plan.resumed_from,
+                now=now,
+            )
+            started = deps.store.queue.mark_running(
+                ctx.run.id,
+                expected_version=ctx.prompt_version,
+                prompt=ctx.prompt,
+                executor=config.name,
+                session_id=session.id,
+                now=now,
+                prompt_kind=ctx.extras.get("prompt_kind"),
+            )
+            if started is None:
+                raise _NotStarted
+            token = deps.tokens.mint_run(
+                workspace_id=ctx.run.workspace_id,
+                agent_id=ctx.run.agent_id,
+                run_id=ctx.run.id,
+                now=now,
+                ttl=timedelta(seconds=ttl),
+            )
+            deps.store.runlog.add_run_events([*ctx.pending_events, (*launched, now)])
+    except _NotStarted:
+        return None
+    ctx.pending_events = []
+    ctx.session = session
+    return started, token
+
+
+async def _start_session(ctx: RunContext, config: ExecutorConfig) -> tuple[Run, str] | None:
+    """Start the run, rebuilding the prompt while wakes merge in after it was built.
+
+    A wake merged after the prompt was built bumps the context version, so the start's
+    compare-and-set fails; the prompt is rebuilt so the merged wake reaches this session.
+
+    Returns:
+        ``(running run, run token)``, or ``None`` when the run is no longer claimed.
+    """
+    plan = ctx.extras.get("session_plan")
+    assert isinstance(plan, _SessionPlan), "open_session must run before launch"
     while True:
-        assert ctx.prompt is not None
-        started = await asyncio.to_thread(
-            queue.mark_running,
-            ctx.run.id,
-            expected_version=ctx.prompt_version,
-            prompt=ctx.prompt,
-            executor=config.name,
-            session_id=ctx.session.id if ctx.session else None,
-            now=ctx.deps.clock.now(),
-            prompt_kind=ctx.extras.get("prompt_kind"),
-        )
+        started = await asyncio.to_thread(_start, ctx, config, plan)
         if started is not None:
             return started
-        current = await asyncio.to_thread(queue.get_run, ctx.run.id)
+        current = await asyncio.to_thread(ctx.deps.store.queue.get_run, ctx.run.id)
         if current.status is not RunStatus.CLAIMED:
             return None
         await ctx.event("prompt_rebuilt", "a wake merged in after the prompt was built")
@@ -214,24 +263,13 @@ async def launch(ctx: RunContext, call_next: Next) -> None:
     """Start the session (``running``), stream its output into the run log, record the end."""
     config = ctx.executor_config
     assert config is not None
-    assert ctx.session is not None
     assert ctx.agent is not None
     deps = ctx.deps
-    started = await _mark_running(ctx, config)
-    if started is None:
+    begun = await _start_session(ctx, config)
+    if begun is None:
         return
-    now = deps.clock.now()
-    ttl = config.timeout_s + deps.settings.shutdown_grace.total_seconds() + 300
-    token = await asyncio.to_thread(
-        deps.tokens.mint_run,
-        workspace_id=ctx.run.workspace_id,
-        agent_id=ctx.run.agent_id,
-        run_id=ctx.run.id,
-        now=now,
-        ttl=timedelta(seconds=ttl),
-    )
-    await ctx.event("launched", f"{config.name} session started", executor=config.name)
-    await ctx.flush_events()  # the decisions so far are visible while the session runs
+    started, token = begun
+    assert ctx.session is not None
     await deps.publish(RunStarted(run=started))
     assert ctx.prompt is not None
     request = Launch(
@@ -286,7 +324,7 @@ async def _record_outcome(ctx: RunContext, outcome: Outcome) -> None:
             result=outcome.result,
             usage=asdict(outcome.usage),
             exit_code=outcome.exit_code,
+            then=summary_after_end(ctx, outcome),
         )
-        await record_summary(ctx, outcome)
         return
     await record_failure(ctx, outcome)

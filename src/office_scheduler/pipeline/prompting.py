@@ -56,6 +56,13 @@ class _Material:
 def _gather(
     store: Store, run_id: int, task: Task | None, config: ExecutorConfig | None, cwd: str | None
 ) -> tuple[_Material, PromptKind]:
+    with store.db.snapshot():  # one read connection (and on SQLite one snapshot) for all
+        return _read_material(store, run_id, task, config, cwd)
+
+
+def _read_material(
+    store: Store, run_id: int, task: Task | None, config: ExecutorConfig | None, cwd: str | None
+) -> tuple[_Material, PromptKind]:
     run = store.queue.get_run(run_id)
     names = store.office.agent_names(run.workspace_id)
     data = _Material(run=run, names=names)

@@ -8,7 +8,6 @@ context lives in the resumed session.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 import structlog
@@ -18,8 +17,10 @@ from office_scheduler.domain.execution import Outcome
 from office_scheduler.domain.models import Run
 from office_scheduler.domain.status import OutcomeStatus, RunStatus
 from office_scheduler.domain.summaries import ROUTINE_SCOPE_PREFIX, ContinuationSummary
-from office_scheduler.pipeline.context import RunContext
+from office_scheduler.pipeline.context import AfterEnd, RunContext
+from office_scheduler.store.engine import is_connection_lost
 from office_scheduler.store.facade import Store
+from office_scheduler.store.runlog import RunEventRow
 from office_scheduler.summary import SummaryInput, build_summary, summary_scope
 
 log = structlog.get_logger(__name__)
@@ -82,28 +83,34 @@ def write_summary(store: Store, run: Run, agent_name: str) -> ContinuationSummar
     )
 
 
-async def record_summary(ctx: RunContext, outcome: Outcome) -> None:
-    """After a successful taskless run, rebuild and store its continuation summary.
+def summary_after_end(ctx: RunContext, outcome: Outcome) -> AfterEnd | None:
+    """The follow-up that rebuilds the continuation summary inside the run's end transaction.
 
-    Does nothing for task-bound or unsuccessful runs. A failure to write is logged and
-    noted in the run's events; it never changes the run's outcome.
+    ``None`` for a task-bound run or an unsuccessful outcome. The follow-up writes only when
+    the run ended ``finished``; it works under a savepoint, so a failure to build or write
+    the summary is logged and noted as a ``summary_failed`` event and never changes the
+    run's outcome (a lost connection still fails the whole end, which is then retried).
     """
-    run = ctx.ended
-    if run is None or run.task_id is not None or run.status is not RunStatus.FINISHED:
-        return
-    if outcome.status is not OutcomeStatus.SUCCEEDED:
-        return
-    name = ctx.agent.name if ctx.agent is not None else run.agent_id
-    try:
-        stored = await asyncio.to_thread(write_summary, ctx.deps.store, run, name)
-    except Exception as exc:  # the run has ended; a summary problem must not undo it
-        log.exception("continuation_summary_failed", run_id=run.id, agent_id=run.agent_id)
-        await ctx.event("summary_failed", f"continuation summary not written: {exc}")
-        return
-    await ctx.event(
-        "summary_updated",
-        f"continuation summary {stored.scope}: {len(stored.content.encode())} bytes",
-        scope=stored.scope,
-        bytes=len(stored.content.encode()),
-        tokens=stored.content_tokens,
-    )
+    if ctx.run.task_id is not None or outcome.status is not OutcomeStatus.SUCCEEDED:
+        return None
+    store = ctx.deps.store
+    name = ctx.agent.name if ctx.agent is not None else ctx.run.agent_id
+
+    def write(run: Run) -> list[RunEventRow]:
+        if run.status is not RunStatus.FINISHED:
+            return []
+        at = run.finished_at or ctx.deps.clock.now()
+        try:
+            with store.db.transaction() as conn, conn.begin_nested():
+                stored = write_summary(store, run, name)
+        except Exception as exc:  # the run has ended; a summary problem must not undo it
+            if is_connection_lost(exc):
+                raise
+            log.exception("continuation_summary_failed", run_id=run.id, agent_id=run.agent_id)
+            return [(run.id, "summary_failed", f"continuation summary not written: {exc}", {}, at)]
+        size = len(stored.content.encode())
+        data = {"scope": stored.scope, "bytes": size, "tokens": stored.content_tokens}
+        message = f"continuation summary {stored.scope}: {size} bytes"
+        return [(run.id, "summary_updated", message, data, at)]
+
+    return write

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -100,9 +101,21 @@ def _sqlite_engine(url: str, *, begin: str, pool_size: int) -> Engine:
     return engine
 
 
+class _Pins(threading.local):
+    """The connection each thread has pinned with :meth:`Database.transaction`/``snapshot``."""
+
+    writing: Connection | None = None
+    reading: Connection | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Database:
     """A writer and a reader engine over one database URL.
+
+    Store methods open their own transaction through :meth:`write` or :meth:`read`. A
+    caller that makes several store calls in a row can run them in one transaction (one
+    commit, one pooled connection) with :meth:`transaction`, or their reads on one
+    connection with :meth:`snapshot`; the calls themselves do not change.
 
     Attributes:
         url: the SQLAlchemy URL (``sqlite:///path`` or ``postgresql+psycopg://...``).
@@ -120,6 +133,7 @@ class Database:
     reader: Engine
     libpq_options: str = ""
     schema: str | None = None
+    _pins: _Pins = field(default_factory=_Pins, repr=False, compare=False)
 
     @property
     def dialect(self) -> str:
@@ -128,15 +142,69 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """Yield a connection inside one write transaction; commit on success."""
+        """Yield a connection inside one write transaction; commit on success.
+
+        Inside :meth:`transaction` (same thread) this is the pinned transaction's
+        connection: the caller's writes commit or roll back with the whole block.
+        """
+        pinned = self._pins.writing
+        if pinned is not None:
+            yield pinned
+            return
         with self.writer.begin() as conn:
             yield conn
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """Yield a connection inside one read-only transaction."""
+        """Yield a connection inside one read-only transaction.
+
+        Inside :meth:`transaction` or :meth:`snapshot` (same thread) this is the pinned
+        connection, so the reads see the block's own writes and one another's snapshot.
+        """
+        pinned = self._pins.writing or self._pins.reading
+        if pinned is not None:
+            yield pinned
+            return
         with self.reader.begin() as conn:
             yield conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """Run every store call made in this thread inside the block as one write transaction.
+
+        One commit at the end (one ``fsync`` on SQLite, one round trip on PostgreSQL)
+        instead of one per call; an exception leaving the block rolls all of them back.
+        Nested use joins the outer transaction. A store method that raises inside the block
+        has not undone its own writes: let the exception leave the block, or wrap the call
+        in ``conn.begin_nested()`` to keep the rest.
+        """
+        if self._pins.writing is not None:
+            yield self._pins.writing
+            return
+        with self.writer.begin() as conn:
+            self._pins.writing = conn
+            try:
+                yield conn
+            finally:
+                self._pins.writing = None
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Run the reads of every store call made in this thread inside the block together.
+
+        They share one pooled read connection (on SQLite one transaction, so one
+        snapshot; on PostgreSQL autocommit statements, as outside the block). Writes
+        inside the block are not affected: they open their own transactions.
+        """
+        if self._pins.writing is not None or self._pins.reading is not None:
+            yield
+            return
+        with self.reader.begin() as conn:
+            self._pins.reading = conn
+            try:
+                yield
+            finally:
+                self._pins.reading = None
 
     def conninfo(self) -> str:
         """PostgreSQL only: a libpq URI for a dedicated connection (no pool, no driver name).

@@ -18,7 +18,10 @@ from office_scheduler.store.tokens import TokenStore
 
 @dataclass(frozen=True, slots=True)
 class Store:
-    """Repositories sharing one :class:`Database`; each method is one transaction."""
+    """Repositories sharing one :class:`Database`.
+
+    Each method is one transaction, or part of the caller's :meth:`Database.transaction`.
+    """
 
     db: Database
     office: OfficeStore
