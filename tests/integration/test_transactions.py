@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import sqlite3
 import threading
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 
 from helpers import Office
 from office_scheduler.domain.models import WorkspaceSettings
 from office_scheduler.domain.status import RunReason, RunStatus
+from office_scheduler.pipeline.context import RunContext
 from office_scheduler.store.engine import Database
 from office_scheduler.store.office import OfficeStore
 from office_scheduler.store.schema import sessions
@@ -121,3 +127,112 @@ async def test_a_start_that_fails_halfway_leaves_no_session_and_no_running_state
         rows = conn.execute(sa.select(sessions.c.id).where(sessions.c.run_id == run.id)).all()
     assert rows == []
     assert office.executor.launches == []
+
+
+def _kinds(office: Office, run_id: int) -> dict[str, int]:
+    return dict(collections.Counter(e.kind for e in office.store.runlog.list_run_events(run_id)))
+
+
+@pytest.mark.timeout(60)
+async def test_a_cancel_during_the_start_transaction_writes_each_decision_once(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cancelled pipeline's thread still commits the start; its end must not write the
+    decisions that commit already carried (they are handed over on the event loop)."""
+    entered, release = threading.Event(), threading.Event()
+    real_mint = office.service.tokens.mint_run
+
+    def slow_mint(**kwargs: object) -> str:  # inside the start transaction, after the CAS
+        entered.set()
+        release.wait(20)
+        return real_mint(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(office.service.tokens, "mint_run", slow_mint)
+    result = await office.service.wake(office.worker.id)
+    assert result.run is not None
+    await office.service.runs.claim_once()
+    assert await asyncio.to_thread(entered.wait, 20)
+    cancel = asyncio.create_task(office.service.runs.cancel(result.run.id))
+    await asyncio.sleep(0.3)  # the cancel reaches the pipeline while the thread is held
+    release.set()
+    await cancel
+    assert office.store.queue.get_run(result.run.id).status is RunStatus.CANCELLED
+    assert office.executor.launches == []
+    kinds = _kinds(office, result.run.id)
+    assert kinds["executor_resolved"] == kinds["launched"] == kinds["run_cancelled"] == 1, kinds
+
+
+def _lose_the_next_commit_acknowledgement(office: Office, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next commit reaches the database, then the client sees a lost connection."""
+    db = office.store.db
+    dialect = db.writer.dialect
+    real_commit = dialect.do_commit
+    armed = [True]
+
+    def do_commit(dbapi_connection: Any) -> None:
+        real_commit(dbapi_connection)
+        if armed.pop() if armed else False:
+            if db.dialect == "sqlite":
+                raise sqlite3.OperationalError("disk I/O error")
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(dialect, "do_commit", do_commit)
+
+
+async def _claimed_context(office: Office) -> RunContext:
+    result = await office.service.wake(office.worker.id)
+    assert result.run is not None
+    settings = office.service._deps.settings
+    [run] = office.store.queue.claim(
+        now=office.clock.now(), node_id=settings.node_id, lease=settings.lease, limit=1
+    )
+    ctx = RunContext(run=run, deps=office.service._deps)
+    await ctx.event("decided", "a guard decision")
+    return ctx
+
+
+async def test_an_end_retried_after_a_lost_commit_acknowledgement_is_not_repeated(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The retry finds the run ended by its own first attempt: nothing is written twice,
+    and the end still counts as this pipeline's (logged and published)."""
+    ctx = await _claimed_context(office)
+    _lose_the_next_commit_acknowledgement(office, monkeypatch)
+    await ctx.end(RunStatus.CANCELLED, RunReason.CANCELLED_BY_USER, error="stop")
+    assert office.store.queue.get_run(ctx.run.id).status is RunStatus.CANCELLED
+    assert ctx.ended is not None
+    assert ctx.ended.status is RunStatus.CANCELLED
+    assert ctx.pending_events == []
+    kinds = _kinds(office, ctx.run.id)
+    assert kinds["decided"] == kinds["run_cancelled"] == 1, kinds
+
+
+async def test_a_park_retried_after_a_lost_commit_acknowledgement_is_not_repeated(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = await _claimed_context(office)
+    _lose_the_next_commit_acknowledgement(office, monkeypatch)
+    retry_at = office.clock.now() + timedelta(minutes=5)
+    parked = await ctx.schedule_retry(retry_at, RunReason.AGENT_FAILED, error="boom")
+    assert parked is not None
+    assert parked.status is RunStatus.SCHEDULED_RETRY
+    assert office.store.queue.get_run(ctx.run.id).status is RunStatus.SCHEDULED_RETRY
+    assert ctx.pending_events == []
+    assert _kinds(office, ctx.run.id)["decided"] == 1
+
+
+async def test_decisions_of_an_end_that_did_not_apply_stay_buffered(office: Office) -> None:
+    """Another writer ended the run first: the decisions wait for the pipeline's last flush."""
+    ctx = await _claimed_context(office)
+    await asyncio.to_thread(
+        office.store.queue.finish_run,
+        ctx.run.id,
+        status=RunStatus.CANCELLED,
+        reason=RunReason.CANCELLED_BY_USER,
+        now=office.clock.now(),
+    )
+    await ctx.end(RunStatus.FINISHED, RunReason.COMPLETED)
+    assert ctx.ended is None
+    assert [kind for _, kind, *_ in ctx.pending_events] == ["decided"]
+    await ctx.flush_events()
+    assert _kinds(office, ctx.run.id).get("decided") == 1

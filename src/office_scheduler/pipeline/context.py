@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -33,6 +33,8 @@ from office_scheduler.store.reconnect import call_retrying_if_connection_lost
 from office_scheduler.store.runlog import RunEventRow
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 Publish = Callable[[Event], Awaitable[None]]
 Enqueue = Callable[[WakeRequest], Awaitable[IntakeResult]]
@@ -115,12 +117,10 @@ class RunContext:
         """
         error = short_error(error)
         result = clean_json(result) if result is not None else None
-        now = self.deps.clock.now()
-        ended = await asyncio.to_thread(
-            call_retrying_if_connection_lost,
-            self._finish,
-            _Ending(status, reason, now, error, result, usage, exit_code),
-            then,
+        ending = _Ending(status, reason, self.deps.clock.now(), error, result, usage, exit_code)
+        attempts: list[None] = []
+        ended = await self.with_decisions(
+            lambda events: self._finish(events, ending, then, attempts)
         )
         if ended is None:
             return
@@ -135,10 +135,37 @@ class RunContext:
         )
         await self.deps.publish(RunEnded(run=ended))
 
-    def _finish(self, ending: _Ending, then: AfterEnd | None) -> Run | None:
-        """The transaction of :meth:`end` (blocking; retried whole on a lost connection)."""
+    async def with_decisions(self, write: Callable[[list[RunEventRow]], T | None]) -> T | None:
+        """Run ``write`` in a worker thread, handing it the buffered decisions.
+
+        ``write`` gets the decisions and must commit them with its own change when it
+        returns a value; when it returns ``None`` (its change did not apply) or raises,
+        they go back to the buffer. The hand-over happens here, on the event loop, so a
+        cancelled pipeline whose thread still commits never writes them a second time.
+        A lost connection retries ``write`` whole (:mod:`office_scheduler.store.reconnect`).
+        """
+        events, self.pending_events = self.pending_events, []
+        try:
+            done = await asyncio.to_thread(call_retrying_if_connection_lost, write, events)
+        except asyncio.CancelledError:
+            raise  # the thread may still commit them: never hand them out twice
+        except BaseException:
+            self.pending_events = events + self.pending_events
+            raise
+        if done is None:
+            self.pending_events = events + self.pending_events
+        return done
+
+    def _finish(
+        self,
+        events: list[RunEventRow],
+        ending: _Ending,
+        then: AfterEnd | None,
+        attempts: list[None],
+    ) -> Run | None:
+        """The transaction of :meth:`end` (blocking): the run as ended, or ``None``."""
+        attempts.append(None)
         store = self.deps.store
-        events = list(self.pending_events)
         with store.db.transaction():
             ended = store.queue.finish_run(
                 self.run.id,
@@ -153,18 +180,22 @@ class RunContext:
                 seen_version=self.prompt_version or self.run.context_version,
                 claimed_at=self.run.claimed_at,
             )
-            if ended is not None:
-                reason = ending.reason.value
-                kind, message = f"run_{ending.status.value}", ending.error or reason
-                events.append((self.run.id, kind, message, {"reason": reason}, ending.now))
-                if then is not None:
-                    events += then(ended)
-            if events:
-                store.runlog.add_run_events(events)
-            if ended is not None:
-                # Skips and cancels by a guard go to the activity log (one place for all).
-                store.runlog.log_run_skip(ended, now=ending.now)
-        self.pending_events = []
+            if ended is None:
+                if len(attempts) == 1:
+                    return None
+                # A retry after a commit whose acknowledgement was lost: that commit
+                # ended the run (and wrote the decisions) if the run carries our end.
+                current = store.queue.get_run(self.run.id)
+                ours = current.status is ending.status and current.finished_at == ending.now
+                return current if ours else None
+            reason = ending.reason.value
+            kind, message = f"run_{ending.status.value}", ending.error or reason
+            events = [*events, (self.run.id, kind, message, {"reason": reason}, ending.now)]
+            if then is not None:
+                events += then(ended)
+            store.runlog.add_run_events(events)
+            # Skips and cancels by a guard go to the activity log (one place for all).
+            store.runlog.log_run_skip(ended, now=ending.now)
         return ended
 
     async def schedule_retry(
@@ -179,14 +210,18 @@ class RunContext:
     ) -> Run | None:
         """Park the failed run in ``scheduled_retry`` until ``retry_at`` (not an end).
 
+        The buffered decisions are written in the same transaction.
+
         Returns:
             The run as parked, or ``None`` when this attempt no longer owned it.
         """
         error = short_error(error) or ""
         result = clean_json(result) if result is not None else None
         now = self.deps.clock.now()
+        attempts: list[None] = []
 
-        def park() -> Run | None:  # with the buffered decisions, in one transaction
+        def park(events: list[RunEventRow]) -> Run | None:
+            attempts.append(None)
             store = self.deps.store
             with store.db.transaction():
                 parked = store.queue.schedule_retry(
@@ -201,12 +236,18 @@ class RunContext:
                     node_id=self.deps.settings.node_id,
                     claimed_at=self.run.claimed_at,
                 )
-                if self.pending_events:
-                    store.runlog.add_run_events(self.pending_events)
-            self.pending_events = []
+                if parked is None:
+                    if len(attempts) == 1:
+                        return None
+                    # A retry after a lost commit acknowledgement (see _finish).
+                    current = store.queue.get_run(self.run.id)
+                    waiting = current.status is RunStatus.SCHEDULED_RETRY
+                    return current if waiting and current.not_before == retry_at else None
+                if events:
+                    store.runlog.add_run_events(events)
             return parked
 
-        parked = await asyncio.to_thread(call_retrying_if_connection_lost, park)
+        parked = await self.with_decisions(park)
         if parked is not None:
             self.ended = parked
         return parked

@@ -15,7 +15,7 @@ import structlog
 
 from office_scheduler.domain.events import RunStarted
 from office_scheduler.domain.execution import Launch, Outcome
-from office_scheduler.domain.models import ExecutorConfig, Run
+from office_scheduler.domain.models import AgentSession, ExecutorConfig, Run
 from office_scheduler.domain.status import InboxKind, OutcomeStatus, RunReason, RunStatus
 from office_scheduler.pipeline.budget import record_cost
 from office_scheduler.pipeline.context import RunContext
@@ -26,6 +26,7 @@ from office_scheduler.pipeline.retries import record_failure
 from office_scheduler.pipeline.storable import storable_outcome
 from office_scheduler.pipeline.summary import summary_after_end
 from office_scheduler.prompts import can_resume
+from office_scheduler.store.runlog import RunEventRow
 
 log = structlog.get_logger(__name__)
 
@@ -173,7 +174,16 @@ class _NotStarted(Exception):
     """Rolls the start transaction back: the run was not ``claimed`` at this version."""
 
 
-def _start(ctx: RunContext, config: ExecutorConfig, plan: _SessionPlan) -> tuple[Run, str] | None:
+@dataclass(frozen=True, slots=True)
+class _Started:
+    run: Run
+    session: AgentSession
+    token: str
+
+
+def _start(
+    ctx: RunContext, config: ExecutorConfig, plan: _SessionPlan, events: list[RunEventRow]
+) -> _Started | None:
     """One transaction: the session row, claimed → running, the run token, the decisions.
 
     ``running`` is a compare-and-set on ``claimed`` and the context version the prompt was
@@ -213,12 +223,10 @@ def _start(ctx: RunContext, config: ExecutorConfig, plan: _SessionPlan) -> tuple
                 now=now,
                 ttl=timedelta(seconds=ttl),
             )
-            deps.store.runlog.add_run_events([*ctx.pending_events, (*launched, now)])
+            deps.store.runlog.add_run_events([*events, (*launched, now)])
     except _NotStarted:
         return None
-    ctx.pending_events = []
-    ctx.session = session
-    return started, token
+    return _Started(run=started, session=session, token=token)
 
 
 async def _start_session(ctx: RunContext, config: ExecutorConfig) -> tuple[Run, str] | None:
@@ -233,9 +241,10 @@ async def _start_session(ctx: RunContext, config: ExecutorConfig) -> tuple[Run, 
     plan = ctx.extras.get("session_plan")
     assert isinstance(plan, _SessionPlan), "open_session must run before launch"
     while True:
-        started = await asyncio.to_thread(_start, ctx, config, plan)
+        started = await ctx.with_decisions(lambda events: _start(ctx, config, plan, events))
         if started is not None:
-            return started
+            ctx.session = started.session
+            return started.run, started.token
         current = await asyncio.to_thread(ctx.deps.store.queue.get_run, ctx.run.id)
         if current.status is not RunStatus.CLAIMED:
             return None
