@@ -27,11 +27,12 @@ typecheck: $(STAMP)
 	$(BIN)/mypy src tests
 
 # Three workers on two cores: many tests wait on agent subprocesses and servers, so a third
-# worker keeps both cores busy (about 4 minutes instead of 10 for the parallel part).
+# worker keeps both cores busy (about 8 minutes for the parallel part). Work stealing keeps
+# all three busy to the end when a slow test (the demo, the bench smoke) comes late.
 # The `serial` tests (chaos, scale-out) start many processes for minutes; they run alone
 # afterwards so they neither slow the others down nor get starved by them.
 pytest: $(STAMP)
-	$(BIN)/pytest -q -n 3 -m "not real_agents and not serial"
+	$(BIN)/pytest -q -n 3 --dist worksteal -m "not real_agents and not serial"
 	$(BIN)/pytest -q -m serial
 
 # Opt-in: installs @zed-industries/claude-code-acp from npm and checks the ACP handshake.

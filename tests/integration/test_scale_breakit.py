@@ -358,7 +358,7 @@ async def test_keyed_wakes_survive_terminated_backends_exactly_once(
     async def publish(_event: Event) -> None:
         return None
 
-    intake = Intake(store, clock, poke=lambda: None, publish=publish)
+    intake = Intake(store, clock, poke=lambda at=None: None, publish=publish)
     stop = threading.Event()
     killed: list[int] = []
 

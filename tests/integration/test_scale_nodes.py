@@ -26,9 +26,16 @@ import sqlalchemy as sa
 from office_scheduler.clock import SystemClock
 from office_scheduler.config import Settings
 from office_scheduler.domain.execution import Launch, Outcome
-from office_scheduler.domain.models import Agent, ExecutorConfig, WorkspaceSettings
-from office_scheduler.domain.status import AgentRole, RunStatus, WakeupStatus
+from office_scheduler.domain.models import (
+    Agent,
+    ExecutorConfig,
+    Run,
+    WakeRequest,
+    WorkspaceSettings,
+)
+from office_scheduler.domain.status import AgentRole, RunStatus, WakeSource, WakeupStatus
 from office_scheduler.executors.base import ExecutionSink
+from office_scheduler.intake.rules import decide_merge
 from office_scheduler.scheduler.loop import OwnedLoop, backoff_s
 from office_scheduler.service import Service
 from office_scheduler.store import migrate
@@ -235,6 +242,47 @@ async def test_a_wake_taken_in_by_one_process_is_claimed_by_an_idle_one_at_once(
     assert max(latencies) < 2.0
     assert nodes.worker.listener is not None
     assert nodes.worker.listener.received >= 6
+
+
+@pytest.mark.postgres
+async def test_a_held_wake_costs_an_idle_process_no_claim_until_it_is_due(
+    nodes: _Nodes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notification carries the run's first claimable instant: the idle process moves
+    its next look to it instead of claiming at once (and again when the hold ends)."""
+    await asyncio.sleep(0.3)  # the worker is idle, resting on a 30 s safety tick
+    queue = nodes.worker.store.queue
+    claims: list[float] = []
+    real_claim = queue.claim
+
+    def counting_claim(**kwargs: Any) -> list[Run]:
+        claims.append(time.monotonic())
+        return real_claim(**kwargs)
+
+    monkeypatch.setattr(queue, "claim", counting_claim)
+    agent = nodes.agents[0]
+    request = WakeRequest(
+        workspace_id=agent.workspace_id, agent_id=agent.id, source=WakeSource.COMMENT
+    )
+    sent = time.monotonic()
+    result = await asyncio.to_thread(
+        nodes.api.store.queue.enqueue,
+        request,
+        now=nodes.api.clock.now(),
+        hold=timedelta(seconds=1),
+        decide=decide_merge,
+    )
+    assert result.run is not None
+    assert result.due == result.run.not_before
+    await _settled(nodes.api.store, [result.run.id], timeout=10)
+    run = await asyncio.to_thread(nodes.api.store.queue.get_run, result.run.id)
+    assert run.claimed_by == "worker-node"
+    assert run.claimed_at is not None
+    waited = (run.claimed_at - run.requested_at).total_seconds()
+    assert 1.0 <= waited < 2.0, waited  # claimed when the hold ended, not at the safety tick
+    assert claims[0] - sent >= 0.9, "the notification itself cost a claim attempt"
+    assert nodes.worker.listener is not None
+    assert nodes.worker.listener.received >= 1
 
 
 @pytest.mark.postgres

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Protocol
 
 import structlog
 
@@ -53,20 +54,26 @@ def validate_request(request: WakeRequest) -> None:
 Publish = Callable[[Event], Awaitable[None]]
 
 
+class Poke(Protocol):
+    """The runs loop's ``poke``: look at the queue now (``at=None``) or no later than ``at``."""
+
+    def __call__(self, at: datetime | None = None) -> None:
+        """Poke (``at`` aware UTC)."""
+
+
 class Intake:
     """Persists wakes, merges them into in-flight runs, and pokes the runs loop.
 
     Args:
         store: the database.
         clock: time source for ``requested_at`` and the coalescing hold.
-        poke: called after every wake that created or joined a run, so the runs loop
-            looks at the queue now instead of at its next safety tick.
+        poke: called after every wake that created or joined a run, with the instant the
+            run may first be claimed (``None``: now), so the runs loop looks at the queue
+            then instead of at its next safety tick.
         publish: receives a :class:`WakeupReceived` event per request.
     """
 
-    def __init__(
-        self, store: Store, clock: Clock, *, poke: Callable[[], None], publish: Publish
-    ) -> None:
+    def __init__(self, store: Store, clock: Clock, *, poke: Poke, publish: Publish) -> None:
         self._store = store
         self._clock = clock
         self._poke = poke
@@ -98,7 +105,7 @@ class Intake:
             idempotency_key=request.idempotency_key,
         )
         if result.outcome is not IntakeOutcome.DEDUPLICATED:
-            self._poke()
+            self._poke(result.due)
         await self._publish(
             WakeupReceived(request=result.request, run=result.run, outcome=result.outcome)
         )

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 
 import structlog
 
+from office_scheduler.intake.service import Poke
 from office_scheduler.scheduler.loop import OwnedLoop
-from office_scheduler.store.notify import WakeListener
+from office_scheduler.store.notify import WakeListener, earliest_due
 
 log = structlog.get_logger(__name__)
 
@@ -28,12 +28,15 @@ WAIT_S = 1.0
 class WakeListenerLoop(OwnedLoop):
     """Listens for wake notifications and calls ``poke`` for each batch.
 
+    A batch pokes with the earliest instant its payloads name (``None`` when one is due
+    now), so a wake held for coalescing only moves the runs loop's next look forward.
+
     Args:
         listener: the dedicated listening connection.
         poke: the runs loop's ``poke``.
     """
 
-    def __init__(self, *, listener: WakeListener, poke: Callable[[], None]) -> None:
+    def __init__(self, *, listener: WakeListener, poke: Poke) -> None:
         super().__init__(name="wake-listener")
         self._listener = listener
         self._poke = poke
@@ -52,13 +55,13 @@ class WakeListenerLoop(OwnedLoop):
                 log.info("wake_listener_connected", channel=self._listener.channel)
                 self._poke()  # whatever was notified while we were away
                 return 0
-            count = await self._listener.wait(WAIT_S)
+            payloads = await self._listener.wait(WAIT_S)
         except Exception:
             await self._listener.close()
             raise
-        if count:
-            self.received += count
-            self._poke()
+        if payloads:
+            self.received += len(payloads)
+            self._poke(earliest_due(payloads))
         return 0
 
     async def stop(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Coroutine
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
@@ -24,6 +25,8 @@ from office_scheduler.store.facade import Store
 log = structlog.get_logger(__name__)
 
 Process = Callable[[Run], Coroutine[Any, Any, None]]
+#: Shortest wait before a look the database says is due (a past instant is due now).
+_MIN_WAIT = timedelta(milliseconds=10)
 
 
 class RunsLoop:
@@ -42,6 +45,13 @@ class RunsLoop:
         self._settings = settings
         self._process = process
         self._poked = asyncio.Event()
+        #: Set by a poke for work due now; a poke that only brings the next look forward
+        #: (a wake due later) wakes the waiter without it, to move its deadline.
+        self._due_now = False
+        #: The earliest "due later" instant poked since the last pass (aware UTC).
+        self._hint: datetime | None = None
+        #: When the waiting loop will look next (aware UTC), while it waits.
+        self._deadline: datetime | None = None
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._cancelling: set[int] = set()
         self._task: asyncio.Task[None] | None = None
@@ -53,9 +63,22 @@ class RunsLoop:
         """Pipelines running now in this process."""
         return len(self._inflight)
 
-    def poke(self) -> None:
-        """Ask the loop to look at the queue now (intake calls this after every wake)."""
-        self._poked.set()
+    def poke(self, at: datetime | None = None) -> None:
+        """Ask the loop to look at the queue now, or no later than ``at``.
+
+        Intake calls this after every wake that created a run or made one due sooner,
+        with ``at`` = when that run may first be claimed (its coalescing hold or the
+        agent's cooldown); ``None`` or a past instant means now. A future ``at`` costs no
+        claim attempt: it only moves the loop's next look forward when it is earlier.
+        """
+        if at is None or at <= self._clock.now():
+            self._due_now = True
+            self._poked.set()
+            return
+        if self._hint is None or at < self._hint:
+            self._hint = at
+            if self._deadline is None or at < self._deadline:
+                self._poked.set()  # the waiter moves its deadline and waits on
 
     def start(self) -> asyncio.Task[None]:
         """Start the loop (idempotent); returns its task."""
@@ -177,22 +200,38 @@ class RunsLoop:
             )
 
     async def _wait_for_work(self) -> None:
-        timeout = self._settings.safety_tick.total_seconds()
         now = self._clock.now()
+        deadline = now + self._settings.safety_tick
         next_wake = await asyncio.to_thread(self._store.queue.next_wake_at, now=now)
         if next_wake is not None:
-            timeout = min(timeout, max((next_wake - now).total_seconds(), 0.01))
-        renew_every = self._settings.lease.total_seconds() / 3
+            deadline = min(deadline, max(next_wake, now + _MIN_WAIT))
         if self._inflight:
-            timeout = min(timeout, renew_every)
-        if self._claiming:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._poked.wait(), timeout)
+            deadline = min(deadline, now + self._settings.lease / 3)
+        try:
+            while self._claiming:
+                if self._hint is not None:
+                    deadline = min(deadline, max(self._hint, now + _MIN_WAIT))
+                self._deadline = deadline
+                remaining = (deadline - self._clock.now()).total_seconds()
+                if remaining <= 0:
+                    return
+                try:
+                    await asyncio.wait_for(self._poked.wait(), remaining)
+                except TimeoutError:
+                    return
+                if self._due_now:
+                    return
+                self._poked.clear()  # a "due later" poke: new deadline, keep waiting
+        finally:
+            self._deadline = None
 
     async def _loop(self) -> None:
         last_renewal = asyncio.get_running_loop().time()
         while self._claiming:
+            # This pass and the next_wake_at read after it see every committed run.
             self._poked.clear()
+            self._due_now = False
+            self._hint = None
             try:
                 claimed = await self.claim_once()
                 now = asyncio.get_running_loop().time()

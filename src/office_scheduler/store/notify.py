@@ -1,9 +1,12 @@
 """Cross-process pokes on PostgreSQL: ``NOTIFY`` on intake, ``LISTEN`` per process.
 
-Intake sends ``pg_notify(channel, '')`` inside its transaction, so the notification is
+Intake sends ``pg_notify(channel, due)`` inside its transaction, so the notification is
 delivered exactly when the wake is committed (and never for a rolled-back one); PostgreSQL
-folds repeated notifications of one transaction into one. Every scheduler process keeps one
-dedicated connection listening on the channel and pokes its runs loop on each notification.
+folds repeated identical notifications of one transaction into one. The payload says when
+the run may first be claimed: empty for now, else the instant as Unix seconds (a coalescing
+hold or the agent's cooldown). Every scheduler process keeps one dedicated connection
+listening on the channel; a due wake pokes its runs loop at once, a later one only moves
+its next look forward, so a held wake costs no claim attempt in every process.
 The channel name includes the schema, so deployments (and parallel tests) that share a
 database but not a schema never wake each other. On SQLite there is one process, which pokes
 itself directly; everything here is then a no-op.
@@ -12,6 +15,8 @@ itself directly; everything here is then a no-op.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from functools import cache
 
 import psycopg
@@ -36,17 +41,43 @@ def wake_channel(schema: str | None) -> str:
     return f"office_wake_{suffix}"[:MAX_CHANNEL] if suffix else "office_wake"
 
 
-_NOTIFY = sa.select(sa.func.pg_notify(sa.bindparam("channel", type_=sa.String), ""))
+_NOTIFY = sa.select(
+    sa.func.pg_notify(
+        sa.bindparam("channel", type_=sa.String), sa.bindparam("payload", type_=sa.String)
+    )
+)
 
 
-def notify_wake(conn: Connection, schema: str | None) -> None:
-    """Queue a wake notification in the caller's transaction (PostgreSQL; no-op elsewhere)."""
+def notify_wake(conn: Connection, schema: str | None, due: datetime | None = None) -> None:
+    """Queue a wake notification in the caller's transaction (PostgreSQL; no-op elsewhere).
+
+    Args:
+        conn: the intake transaction's connection.
+        schema: the office's schema (names the channel).
+        due: when the run may first be claimed (aware); ``None`` for now.
+    """
     if conn.dialect.name == "postgresql":
-        conn.execute(_NOTIFY, {"channel": wake_channel(schema)})
+        payload = "" if due is None else f"{due.timestamp():.3f}"
+        conn.execute(_NOTIFY, {"channel": wake_channel(schema), "payload": payload})
+
+
+def earliest_due(payloads: Iterable[str]) -> datetime | None:
+    """The earliest instant named by wake payloads: ``None`` when any says "now".
+
+    A payload that is not a number counts as "now" (the safe reading: look at once).
+    """
+    earliest: datetime | None = None
+    for payload in payloads:
+        try:
+            due = datetime.fromtimestamp(float(payload), tz=UTC)
+        except (ValueError, OverflowError, OSError):
+            return None
+        earliest = due if earliest is None else min(earliest, due)
+    return earliest
 
 
 class WakeListener:
-    """A dedicated ``LISTEN`` connection; :meth:`wait` returns how many wakes arrived.
+    """A dedicated ``LISTEN`` connection; :meth:`wait` returns the wakes' payloads.
 
     Args:
         db: a PostgreSQL database (use :func:`listens` first).
@@ -85,8 +116,8 @@ class WakeListener:
         await conn.execute(psql.SQL("LISTEN {}").format(psql.Identifier(self._channel)))
         self._conn = conn
 
-    async def wait(self, seconds: float) -> int:
-        """Wait up to ``seconds`` for notifications; returns how many arrived.
+    async def wait(self, seconds: float) -> list[str]:
+        """Wait up to ``seconds`` for notifications; returns their payloads (see the module).
 
         Returns as soon as one arrives (later ones queued by the server are taken too).
 
@@ -95,10 +126,9 @@ class WakeListener:
         """
         if self._conn is None:
             raise psycopg.OperationalError("the wake listener is not connected")
-        count = 0
-        async for _ in self._conn.notifies(timeout=seconds, stop_after=1):
-            count += 1
-        return count
+        return [
+            notice.payload async for notice in self._conn.notifies(timeout=seconds, stop_after=1)
+        ]
 
     def backend_pid(self) -> int | None:
         """The server process id of the listening connection (tests terminate it)."""

@@ -73,11 +73,14 @@ class IntakeResult:
         request: the persisted request (for a duplicate key: the original one).
         run: the run the request created or joined (``None`` when the original was skipped).
         outcome: created a run, coalesced into one, or deduplicated.
+        due: when the run may first be claimed, aware UTC (its coalescing hold or the
+            agent's cooldown); ``None`` when it may be claimed now, or for a duplicate.
     """
 
     request: WakeupRequest
     run: Run | None
     outcome: IntakeOutcome
+    due: datetime | None = None
 
 
 def _in_flight_query(*, task_bound: bool) -> sa.Select[Any]:
@@ -206,6 +209,18 @@ def _claim_statements() -> tuple[sa.Select[Any], sa.Update]:
 _LOCK_CANDIDATES, _CLAIM_HEADS = _claim_statements()
 
 
+def _first_claimable(run: Run, cooldown_until: datetime | None, now: datetime) -> datetime | None:
+    """When ``run`` may first be claimed: after its hold and the agent's cooldown (``None``: now).
+
+    A run waiting for a busy agent's free slot counts as due: the run that frees the slot
+    pokes its own process when it ends.
+    """
+    due = run.not_before
+    if cooldown_until is not None and cooldown_until > due:
+        due = cooldown_until
+    return due if due > now else None
+
+
 def _claim_event(run: Run, node_id: str, now: datetime) -> dict[str, Any]:
     """The ``run_events`` row that records one claim (read by the scale-out checks)."""
     return {
@@ -292,13 +307,17 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                 {"wakeup_id": stored.id, "status": status.value, "run_id": run.id},
             )
             made_due = in_flight is not None and run.not_before < in_flight.not_before
+            due = _first_claimable(run, agent["cooldown_until"], now)
             if merged is None or made_due:
                 refresh_heads(conn, [request.agent_id])
                 # Idle processes should look again (a merge into a run already due or
                 # claimed changes nothing for them). Delivered when this transaction commits.
-                notify_wake(conn, self._db.schema)
+                notify_wake(conn, self._db.schema, due)
             return IntakeResult(
-                request=replace(stored, status=status, run_id=run.id), run=run, outcome=outcome
+                request=replace(stored, status=status, run_id=run.id),
+                run=run,
+                outcome=outcome,
+                due=due,
             )
 
     def _duplicate(self, conn: Connection, key: str | None) -> IntakeResult:

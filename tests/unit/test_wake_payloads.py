@@ -1,0 +1,24 @@
+"""Wake notification payloads: when the notified run may first be claimed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from office_scheduler.store.notify import earliest_due
+
+
+@pytest.mark.parametrize(
+    ("payloads", "expected"),
+    [
+        (["1795993260.250", "1795993258.000"], datetime.fromtimestamp(1795993258, tz=UTC)),
+        (["1795993260.250"], datetime(2026, 11, 29, 23, 1, 0, 250000, tzinfo=UTC)),
+        (["1795993260.250", ""], None),  # one wake is due now: look now
+        (["not a number"], None),  # unreadable: the safe reading is "now"
+        (["1e400"], None),
+    ],
+    ids=["earliest-of-two", "one", "one-due-now", "garbage", "overflow"],
+)
+def test_earliest_due_of_a_batch(payloads: list[str], expected: datetime | None) -> None:
+    assert earliest_due(payloads) == expected
