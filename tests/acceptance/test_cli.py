@@ -102,6 +102,27 @@ def test_unreachable_server_exits_1_with_one_line(home: Path, args: list[str]) -
     assert one_line_error(result) == f"office: cannot reach the office server at {url}"
 
 
+def test_a_database_file_that_cannot_be_opened_exits_2_with_one_line(home: Path) -> None:
+    url = f"sqlite:///{home}/no-such-directory/office.db"
+
+    result = run(home, "--db", url, "db", "upgrade")
+
+    assert result.exit_code == 2, result.output
+    assert one_line_error(result) == (
+        "office: cannot open the database (unable to open database file): "
+        "check --db / OFFICE_DATABASE_URL"
+    )
+
+
+def test_a_database_server_that_refuses_exits_1_with_one_line(home: Path) -> None:
+    port = closed_port_url().rsplit(":", 1)[1]
+
+    result = run(home, "--db", f"postgresql://postgres@127.0.0.1:{port}/x", "db", "upgrade")
+
+    assert result.exit_code == 1, result.output
+    assert one_line_error(result).startswith("office: database error: connection failed: ")
+
+
 def test_db_upgrade_creates_the_schema(home: Path) -> None:
     first = run(home, "db", "upgrade")
     again = run(home, "db", "upgrade")

@@ -61,7 +61,8 @@ def _scope_id(client: Any, space: str, scope: str, target: str | None) -> str | 
             raise CliError("a workspace budget takes no --agent/--project", 2)
         return None
     if target is None:
-        raise CliError(f"a {scope} budget needs --{scope} ID_OR_NAME", 2)
+        article = "an" if scope[0] in "aeiou" else "a"
+        raise CliError(f"{article} {scope} budget needs --{scope} ID_OR_NAME", 2)
     if scope == BudgetScope.AGENT.value:
         return agent_id(client, space, target)
     for project in client.collect(api_path("workspaces", space, "projects"), limit=1000):

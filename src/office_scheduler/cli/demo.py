@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shutil
 import socket
+import sys
 import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -74,6 +76,15 @@ def _relocate(config: OfficeConfig, source: Path, home: Path) -> OfficeConfig:
             directory = str(home / Path(directory).relative_to(source))
         projects.append(replace(project, directory=directory))
     return replace(config, projects=tuple(projects))
+
+
+def _office_command() -> str:
+    """How to call ``office`` from a shell: the bare name only when it is on ``PATH``."""
+    beside = Path(sys.executable).parent / "office"
+    on_path = shutil.which("office")
+    if on_path is not None and (not beside.exists() or Path(on_path).samefile(beside)):
+        return "office"
+    return str(beside)
 
 
 @click.command("demo")
@@ -150,7 +161,7 @@ async def _run(
             click.echo(f"Admin token: {secret}")
             click.echo(
                 f"Try: OFFICE_API_URL={settings.api_url} OFFICE_HOME={settings.home} "
-                "office task list   (Ctrl-C stops the demo)"
+                f"{_office_command()} task list   (Ctrl-C stops the demo)"
             )
         for hook in imported.new_webhooks[:1]:
             await _fire_webhook(settings.api_url, hook)

@@ -29,6 +29,24 @@ def _fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
+def _is_database_error(exc: Exception) -> bool:
+    """A driver error wrapped by SQLAlchemy (checked by name: SQLAlchemy loads lazily)."""
+    return type(exc).__module__ == "sqlalchemy.exc" and hasattr(exc, "orig")
+
+
+def _database_failure(exc: Exception) -> tuple[str, int]:
+    """One line (and exit code) for a database that cannot be used.
+
+    A SQLite file that cannot be opened is a bad ``--db`` (2); anything else — a server
+    that refuses connections, a lost connection — is a failure to retry later (1).
+    """
+    text = str(getattr(exc, "orig", "")).strip()
+    detail = text.splitlines()[0] if text else type(exc).__name__
+    if "unable to open database file" in detail:
+        return f"cannot open the database ({detail}): check --db / OFFICE_DATABASE_URL", 2
+    return f"database error: {detail}", 1
+
+
 def _usage_line(exc: click.UsageError) -> str:
     where = exc.ctx.command_path if exc.ctx is not None else "office"
     return f"{exc.format_message()} (see '{where} --help')"
@@ -108,6 +126,8 @@ class OfficeGroup(click.Group):
         except KeyboardInterrupt:
             _fail("interrupted", 130)
         except Exception as exc:
+            if _is_database_error(exc):
+                _fail(*_database_failure(exc))
             log.debug("unexpected error", exc_info=True)
             _fail(f"unexpected error: {type(exc).__name__}: {exc}", 1)
         code = result if isinstance(result, int) else 0

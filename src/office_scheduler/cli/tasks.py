@@ -60,7 +60,7 @@ def task_group() -> None:
 @WORKSPACE_OPTION
 @click.option("--parent", "parent_id", help="Parent task id (makes a subtask).")
 @click.option("--assignee", help="Agent id or name.")
-@click.option("--project", "project_id", help="Project id (makes it an Office task).")
+@click.option("--project", "project_id", help="Project id (its directory and executor apply).")
 @click.option("--blocked-by", "blocked_by", multiple=True, help="Blocking task id (repeatable).")
 @click.option("--kanban", is_flag=True, help="Put it on the ordinary kanban board (no wakes).")
 @json_option
