@@ -250,6 +250,12 @@ async def test_a_held_wake_costs_an_idle_process_no_claim_until_it_is_due(
 ) -> None:
     """The notification carries the run's first claimable instant: the idle process moves
     its next look to it instead of claiming at once (and again when the hold ends)."""
+    listener = nodes.worker.listener
+    assert listener is not None
+    deadline = time.monotonic() + 10
+    while not listener.connected:  # its first connect pokes the runs loop once
+        assert time.monotonic() < deadline, "the wake listener never connected"
+        await asyncio.sleep(0.05)
     await asyncio.sleep(0.3)  # the worker is idle, resting on a 30 s safety tick
     queue = nodes.worker.store.queue
     claims: list[float] = []
@@ -279,10 +285,10 @@ async def test_a_held_wake_costs_an_idle_process_no_claim_until_it_is_due(
     assert run.claimed_by == "worker-node"
     assert run.claimed_at is not None
     waited = (run.claimed_at - run.requested_at).total_seconds()
-    assert 1.0 <= waited < 2.0, waited  # claimed when the hold ended, not at the safety tick
+    # Claimed when the hold ended (a loaded machine may add a little), not at the 30 s tick.
+    assert 1.0 <= waited < 5.0, waited
     assert claims[0] - sent >= 0.9, "the notification itself cost a claim attempt"
-    assert nodes.worker.listener is not None
-    assert nodes.worker.listener.received >= 1
+    assert listener.received >= 1
 
 
 @pytest.mark.postgres
