@@ -292,6 +292,43 @@ async def test_a_held_wake_costs_an_idle_process_no_claim_until_it_is_due(
 
 
 @pytest.mark.postgres
+async def test_a_run_due_during_a_claim_pass_is_claimed_at_once_not_at_the_safety_tick(
+    nodes: _Nodes,
+) -> None:
+    """A pass that looks a few ms before a held run is due claims nothing; the run must
+    then count as due for the loop's next look (it was neither due nor "future" when the
+    look after the pass asked for the next wake from a later instant)."""
+    listener = nodes.worker.listener
+    assert listener is not None
+    while not listener.connected:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    for agent, early_ms in zip(nodes.agents, (3, 5, 8), strict=False):
+        request = WakeRequest(
+            workspace_id=agent.workspace_id, agent_id=agent.id, source=WakeSource.COMMENT
+        )
+        held = await asyncio.to_thread(
+            nodes.api.store.queue.enqueue,
+            request,
+            now=nodes.api.clock.now(),
+            hold=timedelta(seconds=0.4),
+            decide=decide_merge,
+        )
+        assert held.run is not None
+        poke_at = held.run.not_before - timedelta(milliseconds=early_ms)
+        await asyncio.sleep(max(0.0, (poke_at - nodes.api.clock.now()).total_seconds() - 0.02))
+        while nodes.api.clock.now() < poke_at:
+            pass  # spin the last few ms: the pass must start just before the hold ends
+        nodes.worker.runs.poke()  # what a session ending in this process does
+        deadline = time.monotonic() + 2.5
+        while (await asyncio.to_thread(nodes.api.store.queue.get_run, held.run.id)).status is (
+            RunStatus.QUEUED
+        ):
+            assert time.monotonic() < deadline, f"poked {early_ms} ms early: left for the tick"
+            await asyncio.sleep(0.02)
+
+
+@pytest.mark.postgres
 async def test_loops_survive_terminated_connections_and_lose_no_wake(
     nodes: _Nodes, pg_admin_engine: sa.Engine
 ) -> None:

@@ -52,6 +52,8 @@ class RunsLoop:
         self._hint: datetime | None = None
         #: When the waiting loop will look next (aware UTC), while it waits.
         self._deadline: datetime | None = None
+        #: The instant the last claim pass looked at the queue with (aware UTC).
+        self._looked_at: datetime | None = None
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._cancelling: set[int] = set()
         self._task: asyncio.Task[None] | None = None
@@ -155,11 +157,13 @@ class RunsLoop:
     async def claim_once(self) -> int:
         """Claim as many due runs as there are free slots and start their pipelines."""
         free = self._settings.max_parallel_runs - len(self._inflight)
+        now = self._clock.now()
+        self._looked_at = now
         if free <= 0:
             return 0
         runs = await asyncio.to_thread(
             self._store.queue.claim,
-            now=self._clock.now(),
+            now=now,
             node_id=self._settings.node_id,
             lease=self._settings.lease,
             limit=free,
@@ -202,7 +206,10 @@ class RunsLoop:
     async def _wait_for_work(self) -> None:
         now = self._clock.now()
         deadline = now + self._settings.safety_tick
-        next_wake = await asyncio.to_thread(self._store.queue.next_wake_at, now=now)
+        # Asked from the last claim's instant: a run that became due since that claim looked
+        # comes back as already due (a look 10 ms from now), not as neither due nor future.
+        since = min(self._looked_at or now, now)
+        next_wake = await asyncio.to_thread(self._store.queue.next_wake_at, now=since)
         if next_wake is not None:
             deadline = min(deadline, max(next_wake, now + _MIN_WAIT))
         if self._inflight:

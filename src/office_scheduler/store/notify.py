@@ -14,6 +14,7 @@ itself directly; everything here is then a no-op.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -57,8 +58,15 @@ def notify_wake(conn: Connection, schema: str | None, due: datetime | None = Non
         due: when the run may first be claimed (aware); ``None`` for now.
     """
     if conn.dialect.name == "postgresql":
-        payload = "" if due is None else f"{due.timestamp():.3f}"
-        conn.execute(_NOTIFY, {"channel": wake_channel(schema), "payload": payload})
+        conn.execute(_NOTIFY, {"channel": wake_channel(schema), "payload": wake_payload(due)})
+
+
+def wake_payload(due: datetime | None) -> str:
+    """The payload for ``due``: ``""`` for now, else Unix seconds in whole milliseconds.
+
+    Rounded up, so that a listener woken by it is never early.
+    """
+    return "" if due is None else f"{math.ceil(due.timestamp() * 1000) / 1000:.3f}"
 
 
 def earliest_due(payloads: Iterable[str]) -> datetime | None:
