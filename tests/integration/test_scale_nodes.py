@@ -33,7 +33,13 @@ from office_scheduler.domain.models import (
     WakeRequest,
     WorkspaceSettings,
 )
-from office_scheduler.domain.status import AgentRole, RunStatus, WakeSource, WakeupStatus
+from office_scheduler.domain.status import (
+    AgentRole,
+    RunReason,
+    RunStatus,
+    WakeSource,
+    WakeupStatus,
+)
 from office_scheduler.executors.base import ExecutionSink
 from office_scheduler.intake.rules import decide_merge
 from office_scheduler.scheduler.loop import OwnedLoop, backoff_s
@@ -326,6 +332,70 @@ async def test_a_run_due_during_a_claim_pass_is_claimed_at_once_not_at_the_safet
         ):
             assert time.monotonic() < deadline, f"poked {early_ms} ms early: left for the tick"
             await asyncio.sleep(0.02)
+
+
+@pytest.mark.postgres
+async def test_an_agent_resumed_through_another_process_is_claimed_at_once(
+    nodes: _Nodes,
+) -> None:
+    """Resuming makes the agent's waiting run claimable: the notification tells the idle
+    scheduler process, which would otherwise wait for its 30 s safety tick."""
+    listener = nodes.worker.listener
+    assert listener is not None
+    while not listener.connected:
+        await asyncio.sleep(0.05)
+    agent = nodes.agents[0]
+    await nodes.api.agents.pause(agent.id)
+    waiting = await nodes.api.wake(agent.id)
+    assert waiting.run is not None
+    await asyncio.sleep(0.5)  # the worker looked, found the agent paused, and rests
+    assert (await asyncio.to_thread(nodes.api.store.queue.get_run, waiting.run.id)).status is (
+        RunStatus.QUEUED
+    )
+    resumed = time.monotonic()
+    await nodes.api.agents.resume(agent.id)  # the API process runs no scheduler here
+    await _settled(nodes.api.store, [waiting.run.id], timeout=5)
+    run = await asyncio.to_thread(nodes.api.store.queue.get_run, waiting.run.id)
+    assert run.claimed_by == "worker-node"
+    assert time.monotonic() - resumed < 5
+
+
+@pytest.mark.postgres
+async def test_runs_requeued_by_another_process_are_claimed_at_once(nodes: _Nodes) -> None:
+    """A stopping process puts its runs back in the queue: the others hear of it."""
+    listener = nodes.worker.listener
+    assert listener is not None
+    while not listener.connected:
+        await asyncio.sleep(0.05)
+    agent = nodes.agents[1]
+    request = WakeRequest(
+        workspace_id=agent.workspace_id, agent_id=agent.id, source=WakeSource.COMMENT
+    )
+    queue = nodes.api.store.queue
+    now = nodes.api.clock.now()
+    held = await asyncio.to_thread(
+        queue.enqueue, request, now=now, hold=timedelta(minutes=1), decide=decide_merge
+    )
+    assert held.run is not None
+    [taken] = await asyncio.to_thread(  # a process that is about to stop claims it early
+        queue.claim,
+        now=now + timedelta(minutes=2),
+        node_id="gone",
+        lease=timedelta(minutes=5),
+        limit=1,
+    )
+    assert taken.id == held.run.id
+    requeued = time.monotonic()
+    assert (
+        await asyncio.to_thread(
+            queue.requeue, [taken.id], reason=RunReason.INTERRUPTED, now=nodes.api.clock.now()
+        )
+        == 1
+    )
+    await _settled(nodes.api.store, [taken.id], timeout=5)
+    run = await asyncio.to_thread(queue.get_run, taken.id)
+    assert run.claimed_by == "worker-node"
+    assert time.monotonic() - requeued < 5
 
 
 @pytest.mark.postgres

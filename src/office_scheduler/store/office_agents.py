@@ -20,6 +20,7 @@ from office_scheduler.store.agent_rules import paused_reason as _paused_reason
 from office_scheduler.store.agent_rules import permission_policy as _policy
 from office_scheduler.store.engine import Database
 from office_scheduler.store.ids import new_id
+from office_scheduler.store.notify import notify_wake
 from office_scheduler.store.office_common import workspace_row
 from office_scheduler.store.queue_common import lock_agent
 from office_scheduler.store.routines import install_heartbeat
@@ -312,6 +313,8 @@ class AgentMethods:
             ended = (
                 end_pending_runs(conn, agent_id, now=now) if wanted is AgentStatus.STOPPED else []
             )
+            if wanted is AgentStatus.IDLE:
+                notify_wake(conn, self._db.schema)  # its waiting runs are claimable again
             return agent_from_row(_agent_row(conn, agent_id)), ended
 
 

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection
 from office_scheduler.domain.models import ContextEntry, Run
 from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunReason, RunStatus
 from office_scheduler.store.engine import Database
+from office_scheduler.store.notify import notify_wake
 from office_scheduler.store.queue_common import (
     claim_fence,
     earliest_not_before,
@@ -292,6 +293,8 @@ class RunTransitions:
         )
         release_checkouts(conn, run_ids)
         refresh_heads(conn, owners)
+        if result.rowcount:
+            notify_wake(conn, self._db.schema)  # due now: any idle process may take them
         return int(result.rowcount)
 
     def renew_leases(
