@@ -246,6 +246,10 @@ def test_serve_answers_client_commands_and_stops_cleanly(home: Path, example: Pa
         queued = client("--json", "runs", "queue", task["id"], "--agent", writer["id"])
         by_name = client("--json", "runs", "list", "--agent", "writer")
         by_unknown = client("runs", "list", "--agent", "nobody")
+        run_table = client("runs", "list")
+        reports = client("agent", "update", "writer", "--reports-to", "coordinator")
+        agent_table = client("agent", "list")
+        routine_table = client("routine", "list")
     finally:
         code, _out, err = server.stop()
 
@@ -274,5 +278,18 @@ def test_serve_answers_client_commands_and_stops_cleanly(home: Path, example: Pa
     assert [r["id"] for r in json.loads(by_name.stdout)] == [json.loads(queued.stdout)["run_id"]]
     assert by_unknown.exit_code == 1
     assert "no agent 'nobody'" in one_line_error(by_unknown)
+    # Tables name agents (--json keeps the ids): the agent column, reports-to, assignees.
+    agent_ids = {a["id"] for a in json.loads(agents.stdout)}
+    for shown_table in (run_table, reports, agent_table, routine_table):
+        assert shown_table.exit_code == 0, shown_table.output
+    [run_row] = run_table.stdout.splitlines()[1:]
+    assert run_row.split()[1] == "writer"
+    assert "coordinator" in routine_table.stdout
+    for shown_table in (run_table, routine_table):
+        assert not agent_ids & set(shown_table.stdout.split()), shown_table.stdout
+    [writer_line] = [line for line in agent_table.stdout.splitlines() if " writer " in line]
+    assert "coordinator" in writer_line.split()[2:]
+    agent_lines = agent_table.stdout.splitlines()[1:]
+    assert not agent_ids & {word for line in agent_lines for word in line.split()[1:]}
     assert code == 0, err
     assert "Traceback" not in err

@@ -97,7 +97,11 @@ def agent_list(workspace: str | None) -> None:
     with api() as client:
         space = workspace_id(client, workspace)
         agents = client.collect(api_path("workspaces", space, "agents"), limit=1000)
-    emit(agents, lambda: click.echo(table(agents, AGENT_COLUMNS)))
+    names = {agent["id"]: agent["name"] for agent in agents}
+    shown = [
+        {**a, "reports_to": names.get(a.get("reports_to"), a.get("reports_to"))} for a in agents
+    ]
+    emit(agents, lambda: click.echo(table(shown, AGENT_COLUMNS)))
 
 
 @agent_group.command("show")

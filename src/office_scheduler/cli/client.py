@@ -6,7 +6,7 @@ Server errors become :class:`CliError`: bad input (400, 422) exits 2, every othe
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
@@ -205,6 +205,35 @@ def workspace_id(client: ApiClient, given: str | None) -> str:
         return str(spaces[0]["id"])
     hint = "there is no workspace yet" if not spaces else "there are several workspaces"
     raise CliError(f"{hint}: name one with --workspace (or set OFFICE_WORKSPACE_ID)", 2)
+
+
+def with_agent_names(
+    client: ApiClient,
+    rows: Sequence[Mapping[str, Any]],
+    keys: Sequence[str],
+    *,
+    workspace: str | None = None,
+) -> list[dict[str, Any]]:
+    """Copies of ``rows`` for a table, with the agent ids under ``keys`` shown as names.
+
+    The agents of each workspace the rows belong to (their ``workspace_id``, else
+    ``workspace``) are listed once. An id that cannot be named (a deleted agent, a token
+    that may not list agents) is shown as it is. With ``--json`` nothing is looked up:
+    JSON output keeps the ids.
+    """
+    if state().json:
+        return [dict(row) for row in rows]
+    spaces = {str(row.get("workspace_id") or workspace) for row in rows} - {"None"}
+    names: dict[str, str] = {}
+    for space in sorted(spaces):
+        try:
+            agents = client.collect(api_path("workspaces", space, "agents"), limit=1000)
+        except CliError:
+            continue
+        names.update({str(agent["id"]): str(agent["name"]) for agent in agents})
+    return [
+        {**row, **{key: names.get(str(row.get(key)), row.get(key)) for key in keys}} for row in rows
+    ]
 
 
 def agent_id(client: ApiClient, workspace: str, value: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from office_scheduler.cli.agents import resolve_agent
-from office_scheduler.cli.client import api, api_path
+from office_scheduler.cli.client import api, api_path, with_agent_names
 from office_scheduler.cli.state import CliError, details, emit, json_option, state, table
 from office_scheduler.domain.status import RunStatus, WakeSource, WakeupStatus
 
@@ -141,7 +141,8 @@ def runs_list(
             task_id=task_id,
             source=source,
         )
-    emit(runs, lambda: click.echo(table(runs, RUN_COLUMNS)))
+        shown = with_agent_names(client, runs, ["agent_id"])
+    emit(runs, lambda: click.echo(table(shown, RUN_COLUMNS)))
 
 
 @runs_group.command("show")
@@ -198,7 +199,8 @@ def wakeups_list(
             status=status,
             run_id=run_id,
         )
-    emit(items, lambda: click.echo(table(items, WAKEUP_COLUMNS)))
+        shown = with_agent_names(client, items, ["agent_id"])
+    emit(items, lambda: click.echo(table(shown, WAKEUP_COLUMNS)))
 
 
 @wakeups_group.command("show")

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from office_scheduler.cli.client import agent_id, api, api_path, workspace_id
+from office_scheduler.cli.client import agent_id, api, api_path, with_agent_names, workspace_id
 from office_scheduler.cli.routine_triggers import TRIGGER_COLUMNS, trigger_group
 from office_scheduler.cli.state import CliError, details, emit, json_option, table
 from office_scheduler.cli.state import state as current_state
@@ -124,7 +124,8 @@ def routine_list(workspace: str | None) -> None:
     with api() as client:
         space = workspace_id(client, workspace)
         routines = client.get(api_path("workspaces", space, "routines"))["items"]
-    emit(routines, lambda: click.echo(table(routines, ROUTINE_COLUMNS)))
+        shown = with_agent_names(client, routines, ["assignee_agent_id"], workspace=space)
+    emit(routines, lambda: click.echo(table(shown, ROUTINE_COLUMNS)))
 
 
 @routine_group.command("show")

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from office_scheduler.cli.client import agent_id, api, api_path, workspace_id
+from office_scheduler.cli.client import agent_id, api, api_path, with_agent_names, workspace_id
 from office_scheduler.cli.state import CliError, details, emit, json_option, table
 from office_scheduler.cli.state import state as current_state
 from office_scheduler.domain.status import TaskState
@@ -182,7 +182,8 @@ def task_list(
             parent_id=parent_id,
             project_id=project_id,
         )
-    emit(tasks, lambda: click.echo(table(tasks, TASK_COLUMNS)))
+        shown = with_agent_names(client, tasks, ["assignee_agent_id"], workspace=space)
+    emit(tasks, lambda: click.echo(table(shown, TASK_COLUMNS)))
 
 
 @task_group.command("show")
