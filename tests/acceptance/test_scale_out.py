@@ -247,7 +247,6 @@ def _kill_the_leader(client: _Client, nodes: list[_Node]) -> _Node:
 
 @pytest.mark.postgres
 @pytest.mark.serial
-@pytest.mark.xdist_group("postgres-server")
 @pytest.mark.timeout(300)
 def test_four_processes_share_one_queue_and_survive_a_sigkill(
     tmp_path: Path, pg_url: tuple[str, str]

@@ -51,7 +51,7 @@ def _listening(nodes: _Nodes) -> bool:
 
 @pytest.mark.postgres
 @pytest.mark.serial
-@pytest.mark.xdist_group("postgres-server")
+@pytest.mark.pg_restart
 @pytest.mark.timeout(240)
 async def test_the_scheduler_survives_a_postgresql_restart_and_loses_no_wake(
     nodes: _Nodes, pg_admin_engine: sa.Engine
