@@ -8,6 +8,7 @@ PostgreSQL test gets a fresh schema, dropped afterwards.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import uuid
@@ -182,6 +183,18 @@ def database(
     checked_out = sum(_checked_out(pool) for pool in pools)
     db.dispose()
     assert checked_out == 0, f"{checked_out} connection(s) left checked out"
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """The CLI configures logging for its process; give the next test the old setup back."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    config = structlog.get_config()
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.configure(**config)
 
 
 @pytest.fixture

@@ -42,12 +42,14 @@ from office_scheduler.domain.status import (
 )
 from office_scheduler.executors.base import ExecutionSink
 from office_scheduler.intake.rules import decide_merge
+from office_scheduler.scheduler.listener import WakeListenerLoop
 from office_scheduler.scheduler.loop import OwnedLoop, backoff_s
 from office_scheduler.service import Service
 from office_scheduler.store import migrate
 from office_scheduler.store.engine import open_database
 from office_scheduler.store.facade import Store
 from office_scheduler.store.leadership import Leadership, lock_key
+from office_scheduler.store.queue import IntakeResult
 from office_scheduler.testing import ScriptedExecutor
 
 TERMINAL = {RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED}
@@ -250,18 +252,40 @@ async def test_a_wake_taken_in_by_one_process_is_claimed_by_an_idle_one_at_once(
     assert nodes.worker.listener.received >= 6
 
 
+async def _listener_connected(nodes: _Nodes) -> WakeListenerLoop:
+    """Wait for the worker's wake listener (its first connect pokes the runs loop once)."""
+    listener = nodes.worker.listener
+    assert listener is not None
+    deadline = time.monotonic() + 10
+    while not listener.connected:
+        assert time.monotonic() < deadline, "the wake listener never connected"
+        await asyncio.sleep(0.05)
+    return listener
+
+
+async def _held_wake(nodes: _Nodes, agent: Agent, hold: timedelta) -> IntakeResult:
+    """A comment wake for ``agent`` taken in through the API node, held for ``hold``."""
+    request = WakeRequest(
+        workspace_id=agent.workspace_id, agent_id=agent.id, source=WakeSource.COMMENT
+    )
+    result = await asyncio.to_thread(
+        nodes.api.store.queue.enqueue,
+        request,
+        now=nodes.api.clock.now(),
+        hold=hold,
+        decide=decide_merge,
+    )
+    assert result.run is not None
+    return result
+
+
 @pytest.mark.postgres
 async def test_a_held_wake_costs_an_idle_process_no_claim_until_it_is_due(
     nodes: _Nodes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The notification carries the run's first claimable instant: the idle process moves
     its next look to it instead of claiming at once (and again when the hold ends)."""
-    listener = nodes.worker.listener
-    assert listener is not None
-    deadline = time.monotonic() + 10
-    while not listener.connected:  # its first connect pokes the runs loop once
-        assert time.monotonic() < deadline, "the wake listener never connected"
-        await asyncio.sleep(0.05)
+    listener = await _listener_connected(nodes)
     await asyncio.sleep(0.3)  # the worker is idle, resting on a 30 s safety tick
     queue = nodes.worker.store.queue
     claims: list[float] = []
@@ -272,18 +296,8 @@ async def test_a_held_wake_costs_an_idle_process_no_claim_until_it_is_due(
         return real_claim(**kwargs)
 
     monkeypatch.setattr(queue, "claim", counting_claim)
-    agent = nodes.agents[0]
-    request = WakeRequest(
-        workspace_id=agent.workspace_id, agent_id=agent.id, source=WakeSource.COMMENT
-    )
     sent = time.monotonic()
-    result = await asyncio.to_thread(
-        nodes.api.store.queue.enqueue,
-        request,
-        now=nodes.api.clock.now(),
-        hold=timedelta(seconds=1),
-        decide=decide_merge,
-    )
+    result = await _held_wake(nodes, nodes.agents[0], timedelta(seconds=1))
     assert result.run is not None
     assert result.due == result.run.not_before
     await _settled(nodes.api.store, [result.run.id], timeout=10)
@@ -304,22 +318,10 @@ async def test_a_run_due_during_a_claim_pass_is_claimed_at_once_not_at_the_safet
     """A pass that looks a few ms before a held run is due claims nothing; the run must
     then count as due for the loop's next look (it was neither due nor "future" when the
     look after the pass asked for the next wake from a later instant)."""
-    listener = nodes.worker.listener
-    assert listener is not None
-    while not listener.connected:
-        await asyncio.sleep(0.05)
+    await _listener_connected(nodes)
     await asyncio.sleep(0.3)
     for agent, early_ms in zip(nodes.agents, (3, 5, 8), strict=False):
-        request = WakeRequest(
-            workspace_id=agent.workspace_id, agent_id=agent.id, source=WakeSource.COMMENT
-        )
-        held = await asyncio.to_thread(
-            nodes.api.store.queue.enqueue,
-            request,
-            now=nodes.api.clock.now(),
-            hold=timedelta(seconds=0.4),
-            decide=decide_merge,
-        )
+        held = await _held_wake(nodes, agent, timedelta(seconds=0.4))
         assert held.run is not None
         poke_at = held.run.not_before - timedelta(milliseconds=early_ms)
         await asyncio.sleep(max(0.0, (poke_at - nodes.api.clock.now()).total_seconds() - 0.02))
@@ -340,10 +342,7 @@ async def test_an_agent_resumed_through_another_process_is_claimed_at_once(
 ) -> None:
     """Resuming makes the agent's waiting run claimable: the notification tells the idle
     scheduler process, which would otherwise wait for its 30 s safety tick."""
-    listener = nodes.worker.listener
-    assert listener is not None
-    while not listener.connected:
-        await asyncio.sleep(0.05)
+    await _listener_connected(nodes)
     agent = nodes.agents[0]
     await nodes.api.agents.pause(agent.id)
     waiting = await nodes.api.wake(agent.id)
@@ -363,19 +362,10 @@ async def test_an_agent_resumed_through_another_process_is_claimed_at_once(
 @pytest.mark.postgres
 async def test_runs_requeued_by_another_process_are_claimed_at_once(nodes: _Nodes) -> None:
     """A stopping process puts its runs back in the queue: the others hear of it."""
-    listener = nodes.worker.listener
-    assert listener is not None
-    while not listener.connected:
-        await asyncio.sleep(0.05)
-    agent = nodes.agents[1]
-    request = WakeRequest(
-        workspace_id=agent.workspace_id, agent_id=agent.id, source=WakeSource.COMMENT
-    )
+    await _listener_connected(nodes)
     queue = nodes.api.store.queue
     now = nodes.api.clock.now()
-    held = await asyncio.to_thread(
-        queue.enqueue, request, now=now, hold=timedelta(minutes=1), decide=decide_merge
-    )
+    held = await _held_wake(nodes, nodes.agents[1], timedelta(minutes=1))
     assert held.run is not None
     [taken] = await asyncio.to_thread(  # a process that is about to stop claims it early
         queue.claim,

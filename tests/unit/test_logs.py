@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-
 import pytest
 import structlog
 
 from office_scheduler.cli.logs import configure_logging
 
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    config = structlog.get_config()
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    structlog.configure(**config)
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 def _fail_holding_a_secret() -> None:

@@ -118,9 +118,8 @@ class RunContext:
         error = short_error(error)
         result = clean_json(result) if result is not None else None
         ending = _Ending(status, reason, self.deps.clock.now(), error, result, usage, exit_code)
-        attempts: list[None] = []
         ended = await self.with_decisions(
-            lambda events: self._finish(events, ending, then, attempts)
+            lambda events, retry: self._finish(events, ending, then, retry=retry)
         )
         if ended is None:
             return
@@ -135,18 +134,29 @@ class RunContext:
         )
         await self.deps.publish(RunEnded(run=ended))
 
-    async def with_decisions(self, write: Callable[[list[RunEventRow]], T | None]) -> T | None:
+    async def with_decisions(
+        self, write: Callable[[list[RunEventRow], bool], T | None]
+    ) -> T | None:
         """Run ``write`` in a worker thread, handing it the buffered decisions.
 
         ``write`` gets the decisions and must commit them with its own change when it
         returns a value; when it returns ``None`` (its change did not apply) or raises,
         they go back to the buffer. The hand-over happens here, on the event loop, so a
         cancelled pipeline whose thread still commits never writes them a second time.
-        A lost connection retries ``write`` whole (:mod:`office_scheduler.store.reconnect`).
+        A lost connection retries ``write`` whole (:mod:`office_scheduler.store.reconnect`);
+        its second argument says whether this is such a retry, after which a change that
+        no longer applies may be one the lost attempt committed.
         """
         events, self.pending_events = self.pending_events, []
+        attempts = 0
+
+        def attempt() -> T | None:
+            nonlocal attempts
+            attempts += 1
+            return write(events, attempts > 1)
+
         try:
-            done = await asyncio.to_thread(call_retrying_if_connection_lost, write, events)
+            done = await asyncio.to_thread(call_retrying_if_connection_lost, attempt)
         except asyncio.CancelledError:
             raise  # the thread may still commit them: never hand them out twice
         except BaseException:
@@ -161,10 +171,10 @@ class RunContext:
         events: list[RunEventRow],
         ending: _Ending,
         then: AfterEnd | None,
-        attempts: list[None],
+        *,
+        retry: bool,
     ) -> Run | None:
         """The transaction of :meth:`end` (blocking): the run as ended, or ``None``."""
-        attempts.append(None)
         store = self.deps.store
         with store.db.transaction():
             ended = store.queue.finish_run(
@@ -181,7 +191,7 @@ class RunContext:
                 claimed_at=self.run.claimed_at,
             )
             if ended is None:
-                if len(attempts) == 1:
+                if not retry:
                     return None
                 # A retry after a commit whose acknowledgement was lost: that commit
                 # ended the run (and wrote the decisions) if the run carries our end.
@@ -218,10 +228,8 @@ class RunContext:
         error = short_error(error) or ""
         result = clean_json(result) if result is not None else None
         now = self.deps.clock.now()
-        attempts: list[None] = []
 
-        def park(events: list[RunEventRow]) -> Run | None:
-            attempts.append(None)
+        def park(events: list[RunEventRow], retry: bool) -> Run | None:
             store = self.deps.store
             with store.db.transaction():
                 parked = store.queue.schedule_retry(
@@ -237,7 +245,7 @@ class RunContext:
                     claimed_at=self.run.claimed_at,
                 )
                 if parked is None:
-                    if len(attempts) == 1:
+                    if not retry:
                         return None
                     # A retry after a lost commit acknowledgement (see _finish).
                     current = store.queue.get_run(self.run.id)

@@ -241,7 +241,7 @@ async def _start_session(ctx: RunContext, config: ExecutorConfig) -> tuple[Run, 
     plan = ctx.extras.get("session_plan")
     assert isinstance(plan, _SessionPlan), "open_session must run before launch"
     while True:
-        started = await ctx.with_decisions(lambda events: _start(ctx, config, plan, events))
+        started = await ctx.with_decisions(lambda events, _retry: _start(ctx, config, plan, events))
         if started is not None:
             ctx.session = started.session
             return started.run, started.token
