@@ -126,13 +126,13 @@ class Service:
         OfficeSubscribers(self.store, self.intake).register(self.bus)
         ActivitySubscribers(self.store, self.clock).register(self.bus)
         self.routines = RoutineService(
-            self.store, self.clock, enqueue=self.intake.enqueue, publish=self.bus.publish
+            self.store, self.clock, intake=self.intake, publish=self.bus.publish
         )
         RoutineRunSubscribers(self.store, self.clock).register(self.bus)
         self.budgets = BudgetService(
             self.store, self.clock, enqueue=self.intake.enqueue, publish=self.bus.publish
         )
-        self.cron_firer = CronFirer(self.store, self.clock, self.routines.dispatch)
+        self.cron_firer = CronFirer(self.store, self.clock, self.routines.dispatcher)
         self.cron = CronLoop(
             fire_due=self.cron_firer.fire_due,
             next_due_at=lambda: asyncio.to_thread(self.store.routines.next_due_at),

@@ -15,6 +15,7 @@ from office_scheduler.domain.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.routines import (
     HEARTBEAT_NAME,
     Routine,
@@ -34,6 +35,7 @@ from office_scheduler.routines.firing import tick_run
 from office_scheduler.service import Service
 from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
+from office_scheduler.store.queue import IntakeResult
 from office_scheduler.store.routine_runs import NewRoutineRun
 from office_scheduler.testing import ScriptedExecutor
 
@@ -594,3 +596,71 @@ async def test_a_webhook_trigger_refuses_a_timezone(office: Office) -> None:
     assert office.store.routines.list_triggers(routine.id) == []
     trigger, secret = await office.service.routines.add_trigger(routine.id, {"kind": "webhook"})
     assert (trigger.timezone, secret is not None) == ("", True)
+
+
+# -- one transaction per trigger: claim and dispatch commit together -----------------------
+
+
+def _wakeups_of(office: Office, agent_id: str) -> list[object]:
+    return [w for w in office.store.listing.list_wakeups(limit=500).items if w.agent_id == agent_id]
+
+
+async def test_a_cron_pass_that_fails_mid_dispatch_leaves_the_tick_unclaimed(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim of a tick and the dispatch of its run are one transaction: an error after
+    the wake was written (the database going away, say) undoes the claim too, and the next
+    pass fires the tick exactly once instead of leaving a half-dispatched run behind."""
+    routine, trigger = await _scheduled(office)
+    real_settle = office.store.routines.settle
+
+    def settle_fails(*args: object, **kwargs: object) -> RoutineRun | None:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(office.store.routines, "settle", settle_fails)
+    office.clock.advance(timedelta(minutes=5))
+    with pytest.raises(RuntimeError, match="went away"):
+        await office.service.cron_firer.fire_due()
+    assert office.store.routines.get_trigger(trigger.id).next_run_at == _z("2026-11-29T12:05:00Z")
+    assert _runs(office, routine) == []
+    assert _wakeups_of(office, office.worker.id) == []
+
+    monkeypatch.setattr(office.store.routines, "settle", real_settle)
+    [fired] = await office.service.cron_firer.fire_due()
+    assert fired.status is RoutineRunStatus.DISPATCHED
+    assert fired.scheduled_for == _z("2026-11-29T12:05:00Z")
+    assert office.store.routines.get_trigger(trigger.id).next_run_at == _z("2026-11-29T12:10:00Z")
+    [wakeup] = _wakeups_of(office, office.worker.id)
+    assert wakeup.idempotency_key == fired.idempotency_key  # type: ignore[attr-defined]
+
+
+async def test_a_tick_whose_wake_is_refused_fails_alone_and_stays_fired(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dispatch refused by intake rolls back to its savepoint: its routine run is settled
+    ``failed`` with the reason, the tick stays claimed (it never fires again), nothing of the
+    gate is kept, and the other trigger of the same pass is dispatched as usual."""
+    refused, refused_trigger = await _scheduled(office, name="Refused")
+    healthy, _ = await _scheduled(office, name="Healthy", assignee_agent_id=office.other_worker.id)
+    intake = office.service.intake
+    real_persist = intake.persist
+
+    def persist(request: WakeRequest) -> IntakeResult:
+        if request.payload.get("routine_id") == refused.id:
+            raise InvalidInputError("payload is larger than 256 KiB", field="payload")
+        return real_persist(request)
+
+    monkeypatch.setattr(intake, "persist", persist)
+    office.clock.advance(timedelta(minutes=5))
+    made = await office.service.cron_firer.fire_due()
+    assert sorted((run.routine_id, run.status) for run in made) == sorted(
+        [(refused.id, RoutineRunStatus.FAILED), (healthy.id, RoutineRunStatus.DISPATCHED)]
+    )
+    [failed] = _runs(office, refused)
+    assert failed.status_reason == "payload is larger than 256 KiB"
+    assert failed.dispatch_fingerprint is None  # the gate's write went with the savepoint
+    assert _wakeups_of(office, office.worker.id) == []
+    assert len(_wakeups_of(office, office.other_worker.id)) == 1
+    trigger = office.store.routines.get_trigger(refused_trigger.id)
+    assert trigger.next_run_at == _z("2026-11-29T12:10:00Z")
+    assert await office.service.cron_firer.fire_due() == []

@@ -81,7 +81,7 @@ class Intake:
 
     @retry_if_connection_lost
     async def enqueue(self, request: WakeRequest) -> IntakeResult:
-        """Persist ``request`` and create or join a run (one transaction).
+        """Persist ``request`` and create or join a run (one transaction), then announce it.
 
         A connection lost under the call is retried once on a new one (see
         :mod:`office_scheduler.store.reconnect`).
@@ -94,7 +94,34 @@ class Intake:
             InvalidInputError: see :func:`validate_request`.
         """
         validate_request(request)
-        result = await asyncio.to_thread(self._persist, request)
+        result = await asyncio.to_thread(self.persist, request)
+        await self.announce(request, result)
+        return result
+
+    def persist(self, request: WakeRequest) -> IntakeResult:
+        """The database half of :meth:`enqueue`, blocking; call it from a worker thread.
+
+        Inside :meth:`~office_scheduler.store.engine.Database.transaction` it joins the
+        caller's transaction, so a caller can make a wake part of a larger write (a cron
+        tick's claim and dispatch). Pass the result to :meth:`announce` once committed.
+
+        Raises:
+            NotFoundError: the agent or workspace does not exist.
+            InvalidInputError: see :func:`validate_request`.
+        """
+        validate_request(request)
+        # A wake without a hold (user wakes, fire now) needs no settings read.
+        hold = self._store.office.coalesce_window(request.workspace_id) if request.hold else ZERO
+        return self._store.queue.enqueue(
+            request, now=self._clock.now(), hold=hold, decide=decide_merge
+        )
+
+    async def announce(self, request: WakeRequest, result: IntakeResult) -> None:
+        """After :meth:`persist` committed: log the outcome, poke the runs loop, publish.
+
+        Never call it for a transaction that rolled back: subscribers would hear of a wake
+        that does not exist.
+        """
         log.info(
             "wakeup_" + result.outcome.value,
             wakeup_id=result.request.id,
@@ -108,12 +135,4 @@ class Intake:
             self._poke(result.due)
         await self._publish(
             WakeupReceived(request=result.request, run=result.run, outcome=result.outcome)
-        )
-        return result
-
-    def _persist(self, request: WakeRequest) -> IntakeResult:
-        # A wake without a hold (user wakes, fire now) needs no settings read.
-        hold = self._store.office.coalesce_window(request.workspace_id) if request.hold else ZERO
-        return self._store.queue.enqueue(
-            request, now=self._clock.now(), hold=hold, decide=decide_merge
         )

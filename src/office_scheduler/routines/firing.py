@@ -3,14 +3,13 @@
 A pass (1) gives unscheduled triggers their first tick, (2) claims each due trigger's ticks
 by moving its ``next_run_at`` with a compare-and-set that inserts their routine runs in the
 same transaction — so two scheduler processes on one PostgreSQL database can never fire a
-tick twice — and dispatches them, and (3) dispatches routine runs a stopped process claimed
-but never dispatched.
+tick twice — and dispatches them, still in that transaction (one commit per trigger), and
+(3) dispatches routine runs a stopped process claimed but never dispatched.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -27,14 +26,13 @@ from office_scheduler.domain.routines import (
     RoutineRunStatus,
     RoutineTrigger,
 )
+from office_scheduler.routines.dispatch import Dispatched, RoutineDispatcher
 from office_scheduler.routines.templates import builtin_values, resolve_variables
 from office_scheduler.routines.ticks import TickPlan, plan_ticks
 from office_scheduler.store.facade import Store
 from office_scheduler.store.routine_runs import NewRoutineRun
 
 log = structlog.get_logger(__name__)
-
-Dispatch = Callable[[RoutineRun, Routine | None], Awaitable[RoutineRun]]
 
 #: A ``received`` routine run older than this was left by a process that stopped.
 ABANDONED_AFTER = timedelta(minutes=1)
@@ -95,13 +93,13 @@ class CronFirer:
     Args:
         store: the database.
         clock: time source.
-        dispatch: the routine service's ``dispatch``.
+        dispatcher: the routine service's dispatcher.
     """
 
-    def __init__(self, store: Store, clock: Clock, dispatch: Dispatch) -> None:
+    def __init__(self, store: Store, clock: Clock, dispatcher: RoutineDispatcher) -> None:
         self._store = store
         self._clock = clock
-        self._dispatch = dispatch
+        self._dispatcher = dispatcher
 
     async def fire_due(self) -> list[RoutineRun]:
         """Fire every tick due at the clock's current time; returns the routine runs made."""
@@ -121,7 +119,7 @@ class CronFirer:
         )
         for run in abandoned:
             log.warning("routine_run_recovered", routine_run_id=run.id)
-            made.append(await self._dispatch_safely(run, None))
+            made.append(await self._dispatch_safely(run))
         return made
 
     async def _schedule_new(self, now: datetime) -> None:
@@ -155,55 +153,73 @@ class CronFirer:
             log.info("routine_trigger_vanished", trigger_id=trigger.id)
 
     async def _fire_trigger(self, trigger: RoutineTrigger, now: datetime) -> list[RoutineRun]:
-        assert trigger.next_run_at is not None  # due triggers have one
         schedule = await self._schedule_of(trigger)
         if schedule is None:
             return []
-        routine = await asyncio.to_thread(self._store.routines.get_routine, trigger.routine_id)
-        plan = plan_ticks(
-            schedule,
-            due_from=trigger.next_run_at,
-            now=now,
-            policy=routine.catch_up_policy,
-            cap=routine.catch_up_max,
-        )
-        claimed = await asyncio.to_thread(
-            self._store.routines.claim_ticks,
-            trigger.id,
-            expected_next_run_at=trigger.next_run_at,
-            next_run_at=plan.next_run_at,
-            last_fired_at=plan.fire[-1] if plan.fire else trigger.last_fired_at,
-            runs_to_insert=_runs_of(routine, trigger, plan),
-            now=now,
-        )
-        if claimed is None:
+        fired = await asyncio.to_thread(self._claim_and_dispatch, trigger, schedule, now)
+        if fired is None:
             log.info("routine_ticks_claimed_elsewhere", trigger_id=trigger.id)
             return []
-        log.info(
-            "routine_ticks_claimed",
-            routine_id=routine.id,
-            trigger_id=trigger.id,
-            fired=len(plan.fire),
-            missed=plan.missed_count,
-            next_run_at=plan.next_run_at.isoformat(),
-        )
-        done = []
-        for run in claimed:
-            if run.status is RoutineRunStatus.RECEIVED:
-                run = await self._dispatch_safely(run, routine)
-            done.append(run)
-        return done
+        return [await self._dispatcher.announce(dispatched) for dispatched in fired]
 
-    async def _dispatch_safely(self, run: RoutineRun, routine: Routine | None) -> RoutineRun:
-        try:
-            return await self._dispatch(run, routine)
-        except OfficeError as exc:
-            log.error("routine_dispatch_failed", routine_run_id=run.id, error=exc.message)
-            settled = await asyncio.to_thread(
-                self._store.routines.settle,
-                run.id,
-                RoutineRunStatus.FAILED,
-                now=self._clock.now(),
-                reason=exc.message,
+    def _claim_and_dispatch(
+        self, trigger: RoutineTrigger, schedule: CronSchedule, now: datetime
+    ) -> list[Dispatched] | None:
+        """Claim the trigger's due ticks and dispatch their runs, in one transaction.
+
+        Returns ``None`` when another process claimed the ticks first. A run whose dispatch
+        fails is settled ``failed`` and the others still go (a savepoint per run).
+        """
+        assert trigger.next_run_at is not None  # due triggers have one
+        routines = self._store.routines
+        with self._store.db.transaction() as conn:
+            routine = routines.get_routine(trigger.routine_id)
+            plan = plan_ticks(
+                schedule,
+                due_from=trigger.next_run_at,
+                now=now,
+                policy=routine.catch_up_policy,
+                cap=routine.catch_up_max,
             )
-            return settled or run
+            claimed = routines.claim_ticks(
+                trigger.id,
+                expected_next_run_at=trigger.next_run_at,
+                next_run_at=plan.next_run_at,
+                last_fired_at=plan.fire[-1] if plan.fire else trigger.last_fired_at,
+                runs_to_insert=_runs_of(routine, trigger, plan),
+                now=now,
+            )
+            if claimed is None:
+                return None
+            log.info(
+                "routine_ticks_claimed",
+                routine_id=routine.id,
+                trigger_id=trigger.id,
+                fired=len(plan.fire),
+                missed=plan.missed_count,
+                next_run_at=plan.next_run_at.isoformat(),
+            )
+            fired = []
+            for run in claimed:
+                if run.status is not RoutineRunStatus.RECEIVED:
+                    fired.append(Dispatched(run))
+                    continue
+                try:
+                    with conn.begin_nested():
+                        fired.append(self._dispatcher.dispatch_now(run, routine))
+                except OfficeError as exc:
+                    fired.append(Dispatched(self._settle_failed(run, exc)))
+            return fired
+
+    def _settle_failed(self, run: RoutineRun, exc: OfficeError) -> RoutineRun:
+        log.error("routine_dispatch_failed", routine_run_id=run.id, error=exc.message)
+        settled = self._store.routines.settle(
+            run.id, RoutineRunStatus.FAILED, now=self._clock.now(), reason=exc.message
+        )
+        return settled or run
+
+    async def _dispatch_safely(self, run: RoutineRun) -> RoutineRun:
+        try:
+            return await self._dispatcher.dispatch(run)
+        except OfficeError as exc:
+            return await asyncio.to_thread(self._settle_failed, run, exc)

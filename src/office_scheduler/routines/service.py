@@ -11,44 +11,36 @@ for cron ticks, ``routine:<id>:webhook:<key>`` for keyed webhook deliveries,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 import structlog
 
 from office_scheduler.clock import Clock
 from office_scheduler.domain.errors import ConflictError, InvalidInputError, NotFoundError
-from office_scheduler.domain.events import Event, TaskCreated
-from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.routines import (
     CatchUpPolicy,
     ConcurrencyPolicy,
     Routine,
     RoutineRun,
     RoutineRunSource,
-    RoutineRunStatus,
     RoutineStatus,
     SigningMode,
 )
-from office_scheduler.domain.status import Classification, WakeSource
+from office_scheduler.intake.service import Intake
 from office_scheduler.routines import webhooks
+from office_scheduler.routines.dispatch import Publish, RoutineDispatcher
 from office_scheduler.routines.templates import (
     builtin_values,
     check_json,
-    dispatch_fingerprint,
-    render_template,
     resolve_variables,
 )
 from office_scheduler.routines.triggers import TriggerOps
 from office_scheduler.routines.validation import routine_values
 from office_scheduler.store.facade import Store
-from office_scheduler.store.queue import IntakeResult
 from office_scheduler.store.routine_runs import NewRoutineRun
 
 log = structlog.get_logger(__name__)
 
-Enqueue = Callable[[WakeRequest], Awaitable[IntakeResult]]
-Publish = Callable[[Event], Awaitable[None]]
 
 _ROUTINE_DEFAULTS: dict[str, object] = {
     "description": "",
@@ -68,15 +60,19 @@ class RoutineService(TriggerOps):
     Args:
         store: the database.
         clock: time source.
-        enqueue: intake's ``enqueue`` (lightweight routines wake through it).
+        intake: lightweight routines wake through it.
         publish: the event bus (a heavy routine's task is announced with ``TaskCreated``).
+
+    Attributes:
+        dispatcher: takes received routine runs through the concurrency gate;
+            ``dispatch`` is its :meth:`~RoutineDispatcher.dispatch`.
     """
 
-    def __init__(self, store: Store, clock: Clock, *, enqueue: Enqueue, publish: Publish) -> None:
+    def __init__(self, store: Store, clock: Clock, *, intake: Intake, publish: Publish) -> None:
         self._store = store
         self._clock = clock
-        self._enqueue = enqueue
-        self._publish = publish
+        self.dispatcher = RoutineDispatcher(store, clock, intake=intake, publish=publish)
+        self.dispatch = self.dispatcher.dispatch
 
     # -- routines -------------------------------------------------------------------------
 
@@ -258,102 +254,3 @@ class RoutineService(TriggerOps):
                 f"routine {routine.name!r} is {routine.status.value}; only active routines fire",
                 field="status",
             )
-
-    # -- dispatch -------------------------------------------------------------------------
-
-    async def dispatch(self, run: RoutineRun, routine: Routine | None = None) -> RoutineRun:
-        """Take a ``received`` routine run through the policy gate to a task or a wake.
-
-        Safe to repeat (after a crash, or on several nodes): the gate and the final
-        transition are compare-and-set on ``received``, and a lightweight wake reuses the
-        routine run's idempotency key. Returns the routine run as it ends up.
-        """
-        routine = routine or await self.get_routine(run.routine_id)
-        failure = await self._dispatch_problem(routine, run)
-        if failure is not None:
-            return await self._settle(run, RoutineRunStatus.FAILED, failure)
-        rendered = (
-            render_template(routine.task_template, run.variables) if routine.task_template else None
-        )
-        if rendered is not None and not rendered.title.strip():
-            return await self._settle(run, RoutineRunStatus.FAILED, "rendered title is empty")
-        policy = routine.concurrency_policy
-        gate = await asyncio.to_thread(
-            self._store.routines.gate,
-            run.id,
-            fingerprint=dispatch_fingerprint(rendered, routine.assignee_agent_id),
-            enforce=policy is not ConcurrencyPolicy.ALWAYS_ENQUEUE,
-            coalesce=policy is ConcurrencyPolicy.COALESCE_IF_ACTIVE,
-            task=(
-                {
-                    "workspace_id": routine.workspace_id,
-                    "title": rendered.title.strip()[:500],
-                    "description": rendered.description,
-                    "assignee_agent_id": routine.assignee_agent_id,
-                }
-                if rendered is not None
-                else None
-            ),
-            now=self._clock.now(),
-        )
-        if gate.run is None:
-            return await asyncio.to_thread(self._store.routines.get_run, run.id)
-        if gate.task is not None:
-            log.info("routine_task_created", routine_id=routine.id, task_id=gate.task.id)
-            await self._publish(TaskCreated(task=gate.task, by="system"))
-            return gate.run
-        if not gate.proceed:
-            log.info(
-                "routine_run_" + gate.run.status.value,
-                routine_id=routine.id,
-                routine_run_id=run.id,
-                active_routine_run_id=gate.active.id if gate.active else None,
-            )
-            return gate.run
-        return await self._wake(routine, gate.run)
-
-    async def _dispatch_problem(self, routine: Routine, run: RoutineRun) -> str | None:
-        if routine.status is not RoutineStatus.ACTIVE:
-            return f"routine is {routine.status.value}"
-        if routine.assignee_agent_id is None:
-            return "routine has no assignee"
-        agent = await asyncio.to_thread(self._store.office.find_agent, routine.assignee_agent_id)
-        if agent is None:
-            return f"assignee {routine.assignee_agent_id} no longer exists"
-        return None
-
-    async def _wake(self, routine: Routine, run: RoutineRun) -> RoutineRun:
-        assert routine.assignee_agent_id is not None  # checked by _dispatch_problem
-        payload: dict[str, Any] = {"routine_id": routine.id, "variables": run.variables}
-        if run.missed:
-            payload["missed_ticks"] = run.missed
-        periodic = run.source is RoutineRunSource.CRON
-        result = await self._enqueue(
-            WakeRequest(
-                workspace_id=routine.workspace_id,
-                agent_id=routine.assignee_agent_id,
-                source=WakeSource.ROUTINE,
-                payload=payload,
-                classification=Classification.PERIODIC if periodic else Classification.EVENT,
-                idempotency_key=run.idempotency_key,
-                hold=run.source is not RoutineRunSource.MANUAL,
-            )
-        )
-        settled = await asyncio.to_thread(
-            self._store.routines.settle,
-            run.id,
-            RoutineRunStatus.DISPATCHED,
-            now=self._clock.now(),
-            linked_run_id=result.request.run_id,
-        )
-        return settled or await self._reload(run)
-
-    async def _settle(self, run: RoutineRun, status: RoutineRunStatus, reason: str) -> RoutineRun:
-        log.warning("routine_run_" + status.value, routine_run_id=run.id, reason=reason)
-        settled = await asyncio.to_thread(
-            self._store.routines.settle, run.id, status, now=self._clock.now(), reason=reason
-        )
-        return settled or await self._reload(run)
-
-    async def _reload(self, run: RoutineRun) -> RoutineRun:
-        return await asyncio.to_thread(self._store.routines.get_run, run.id)

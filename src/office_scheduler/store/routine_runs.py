@@ -76,13 +76,21 @@ class GateResult:
 
 _RUN_BY_ID = sa.select(routine_runs).where(routine_runs.c.id == sa.bindparam("routine_run_id"))
 _RUN_BY_KEY = sa.select(routine_runs).where(routine_runs.c.idempotency_key == sa.bindparam("key"))
-_INSERT_RUN = sa.insert(routine_runs).returning(routine_runs.c.id)
-#: Compare-and-set from ``received`` (the gate and settle transitions).
-_SETTLE_RECEIVED = sa.update(routine_runs).where(
-    routine_runs.c.id == sa.bindparam("routine_run_id"),
-    routine_runs.c.status == RoutineRunStatus.RECEIVED.value,
+_INSERT_RUN = sa.insert(routine_runs).returning(*routine_runs.c)
+#: Compare-and-set from ``received`` (the gate and settle transitions); the row after it.
+_SETTLE_RECEIVED = (
+    sa.update(routine_runs)
+    .where(
+        routine_runs.c.id == sa.bindparam("routine_run_id"),
+        routine_runs.c.status == RoutineRunStatus.RECEIVED.value,
+    )
+    .returning(*routine_runs.c)
 )
-_KEY_BY_ID = sa.update(routine_runs).where(routine_runs.c.id == sa.bindparam("routine_run_id"))
+_KEY_BY_ID = (
+    sa.update(routine_runs)
+    .where(routine_runs.c.id == sa.bindparam("routine_run_id"))
+    .returning(*routine_runs.c)
+)
 _CLAIM_TICKS = sa.update(routine_triggers).where(
     routine_triggers.c.id == sa.bindparam("trigger_id"),
     routine_triggers.c.next_run_at == sa.bindparam("expected_next_run_at"),
@@ -164,11 +172,11 @@ def _insert_run(conn: Connection, new: NewRoutineRun, now: datetime) -> RoutineR
         "created_at": now,
         "completed_at": now if terminal else None,
     }
-    run_id = conn.execute(_INSERT_RUN, values).scalar_one()
+    row = conn.execute(_INSERT_RUN, values).mappings().one()
     if new.idempotency_key is None:
-        key = {"routine_run_id": run_id, "idempotency_key": f"{new.key_prefix}{run_id}"}
-        conn.execute(_KEY_BY_ID, key)
-    return _run_in(conn, run_id)
+        key = {"routine_run_id": row["id"], "idempotency_key": f"{new.key_prefix}{row['id']}"}
+        row = conn.execute(_KEY_BY_ID, key).mappings().one()
+    return routine_run_from_row(row)
 
 
 def _existing_by_key(conn: Connection, key: str | None) -> RoutineRun | None:
@@ -305,6 +313,7 @@ class RoutineRunMethods:
         self,
         run_id: int,
         *,
+        routine_id: str | None = None,
         fingerprint: str,
         enforce: bool,
         coalesce: bool,
@@ -320,9 +329,11 @@ class RoutineRunMethods:
         workflow and becomes ``task_created``; a lightweight one stays ``received`` for the
         caller to dispatch (:attr:`GateResult.proceed`). The routine row is locked on
         PostgreSQL, so concurrent fires of one routine are gated one at a time.
+
+        ``routine_id``, when the caller knows it, saves reading the run before the lock.
         """
         with self._db.write() as conn:
-            routine_row(conn, _run_in(conn, run_id).routine_id, lock=True)
+            routine_row(conn, routine_id or _run_in(conn, run_id).routine_id, lock=True)
             current = _run_in(conn, run_id)  # read again under the lock
             if current.status is not RoutineRunStatus.RECEIVED:
                 return GateResult(run=None)
@@ -347,10 +358,11 @@ class RoutineRunMethods:
                     "status": RoutineRunStatus.TASK_CREATED.value,
                     "linked_task_id": created.id,
                 }
-            settled = conn.execute(_SETTLE_RECEIVED, {"routine_run_id": run_id, **values}).rowcount
-            if settled != 1:
+            params = {"routine_run_id": run_id, **values}
+            settled = first_row(conn, _SETTLE_RECEIVED, params)
+            if settled is None:
                 raise ConflictError("routine run was dispatched concurrently")  # rolls back
-            return GateResult(run=_run_in(conn, run_id), active=active, task=created)
+            return GateResult(run=routine_run_from_row(settled), active=active, task=created)
 
     def settle(
         self,
@@ -372,8 +384,8 @@ class RoutineRunMethods:
         if status not in LINKED_ROUTINE_RUN_STATUSES:
             values["completed_at"] = now
         with self._db.write() as conn:
-            changed = conn.execute(_SETTLE_RECEIVED, {"routine_run_id": run_id, **values}).rowcount
-            return _run_in(conn, run_id) if changed == 1 else None
+            settled = first_row(conn, _SETTLE_RECEIVED, {"routine_run_id": run_id, **values})
+            return routine_run_from_row(settled) if settled is not None else None
 
     def end_linked(
         self,
