@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -609,29 +610,48 @@ async def test_a_cron_pass_that_fails_mid_dispatch_leaves_the_tick_unclaimed(
     office: Office, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The claim of a tick and the dispatch of its run are one transaction: an error after
-    the wake was written (the database going away, say) undoes the claim too, and the next
-    pass fires the tick exactly once instead of leaving a half-dispatched run behind."""
-    routine, trigger = await _scheduled(office)
+    the wake was written undoes the claim too, and a later pass fires the tick exactly once
+    instead of leaving a half-dispatched run behind. A trigger failing this way on every
+    pass never stops the other triggers (break-it finding: it used to end the pass)."""
+    every_tick = {"concurrency_policy": "always_enqueue"}
+    failing, trigger = await _scheduled(office, name="Failing", **every_tick)
+    healthy, _ = await _scheduled(
+        office, name="Healthy", assignee_agent_id=office.other_worker.id, **every_tick
+    )
     real_settle = office.store.routines.settle
+    failing_run_ids = {run.id for run in _runs(office, failing)}
 
-    def settle_fails(*args: object, **kwargs: object) -> RoutineRun | None:
-        raise RuntimeError("the database went away")
+    def settle(run_id: int, *args: Any, **kwargs: Any) -> RoutineRun | None:
+        if office.store.routines.get_run(run_id).routine_id == failing.id:
+            failing_run_ids.add(run_id)
+            raise RuntimeError("the disk is full")
+        return real_settle(run_id, *args, **kwargs)
 
-    monkeypatch.setattr(office.store.routines, "settle", settle_fails)
-    office.clock.advance(timedelta(minutes=5))
-    with pytest.raises(RuntimeError, match="went away"):
-        await office.service.cron_firer.fire_due()
+    monkeypatch.setattr(office.store.routines, "settle", settle)
+    for minutes in (5, 5):  # fails on every pass; the healthy trigger fires on each
+        office.clock.advance(timedelta(minutes=minutes))
+        made = await office.service.cron_firer.fire_due()
+        ours = [(r.routine_id, r.status) for r in made if r.routine_id in (failing.id, healthy.id)]
+        assert ours == [(healthy.id, RoutineRunStatus.DISPATCHED)]
+    assert failing_run_ids  # the dispatch did get as far as settling, twice
     assert office.store.routines.get_trigger(trigger.id).next_run_at == _z("2026-11-29T12:05:00Z")
-    assert _runs(office, routine) == []
+    assert _runs(office, failing) == []
     assert _wakeups_of(office, office.worker.id) == []
 
     monkeypatch.setattr(office.store.routines, "settle", real_settle)
-    [fired] = await office.service.cron_firer.fire_due()
-    assert fired.status is RoutineRunStatus.DISPATCHED
-    assert fired.scheduled_for == _z("2026-11-29T12:05:00Z")
-    assert office.store.routines.get_trigger(trigger.id).next_run_at == _z("2026-11-29T12:10:00Z")
-    [wakeup] = _wakeups_of(office, office.worker.id)
-    assert wakeup.idempotency_key == fired.idempotency_key  # type: ignore[attr-defined]
+    made = await office.service.cron_firer.fire_due()
+    [fired, fired_again] = [run for run in made if run.routine_id == failing.id]
+    assert (fired.status, fired_again.status) == (RoutineRunStatus.DISPATCHED,) * 2
+    assert [fired.scheduled_for, fired_again.scheduled_for] == [
+        _z("2026-11-29T12:05:00Z"),
+        _z("2026-11-29T12:10:00Z"),
+    ]
+    assert office.store.routines.get_trigger(trigger.id).next_run_at == _z("2026-11-29T12:15:00Z")
+    wakeups = _wakeups_of(office, office.worker.id)
+    assert {w.idempotency_key for w in wakeups} == {  # type: ignore[attr-defined]
+        fired.idempotency_key,
+        fired_again.idempotency_key,
+    }
 
 
 async def test_a_tick_whose_wake_is_refused_fails_alone_and_stays_fired(

@@ -15,10 +15,12 @@ import sqlalchemy as sa
 
 from helpers import Office
 from office_scheduler.domain.models import WorkspaceSettings
-from office_scheduler.domain.status import RunReason, RunStatus
+from office_scheduler.domain.routines import RoutineRunSource, RoutineRunStatus
+from office_scheduler.domain.status import RunReason, RunStatus, WakeSource
 from office_scheduler.pipeline.context import RunContext
 from office_scheduler.store.engine import Database
 from office_scheduler.store.office import OfficeStore
+from office_scheduler.store.routine_runs import NewRoutineRun
 from office_scheduler.store.schema import sessions
 
 
@@ -236,3 +238,39 @@ async def test_decisions_of_an_end_that_did_not_apply_stay_buffered(office: Offi
     assert [kind for _, kind, *_ in ctx.pending_events] == ["decided"]
     await ctx.flush_events()
     assert _kinds(office, ctx.run.id).get("decided") == 1
+
+
+async def test_a_routine_dispatch_retried_after_a_lost_commit_acknowledgement_still_wakes(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (break-it): the retry of a heavy routine's dispatch found its own first
+    attempt's task already created and announced nothing, so the task's assignee was never
+    woken. The retry now announces the task it finds; the wake is keyed, so it comes once."""
+    routine = await office.service.routines.create_routine(
+        office.workspace.id,
+        {
+            "name": "Report",
+            "assignee_agent_id": office.worker.id,
+            "task_template": {"title": "Write the report"},
+        },
+    )
+    received, _ = office.store.routines.insert_run(
+        NewRoutineRun(
+            routine_id=routine.id,
+            trigger_id=None,
+            source=RoutineRunSource.MANUAL,
+            variables={},
+            scheduled_for=None,
+            key_prefix=f"routine:{routine.id}:manual:",
+        ),
+        now=office.clock.now(),
+    )
+    _lose_the_next_commit_acknowledgement(office, monkeypatch)
+    dispatched = await office.service.routines.dispatch(received)
+    assert dispatched.status is RoutineRunStatus.TASK_CREATED
+    tasks = office.store.office.list_tasks(office.workspace.id, limit=10).items
+    assert [task.id for task in tasks] == [dispatched.linked_task_id]
+    wakeups = office.store.listing.list_wakeups(limit=50).items
+    assert [(w.agent_id, w.source, w.task_id) for w in wakeups] == [
+        (office.worker.id, WakeSource.TASK_ASSIGNED, dispatched.linked_task_id)
+    ]

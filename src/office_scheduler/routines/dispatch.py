@@ -29,9 +29,9 @@ from office_scheduler.domain.routines import (
 from office_scheduler.domain.status import Classification, WakeSource
 from office_scheduler.intake.service import Intake
 from office_scheduler.routines.templates import dispatch_fingerprint, render_template
+from office_scheduler.store.engine import is_connection_lost
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
-from office_scheduler.store.reconnect import retry_if_connection_lost
 
 log = structlog.get_logger(__name__)
 
@@ -69,31 +69,44 @@ class RoutineDispatcher:
         self._intake = intake
         self._publish = publish
 
-    @retry_if_connection_lost
     async def dispatch(self, run: RoutineRun, routine: Routine | None = None) -> RoutineRun:
         """Dispatch ``run`` in one transaction and announce the outcome.
 
         Safe to repeat (after a crash, or on several nodes): the gate and the final
         transition are compare-and-set on ``received``, and a lightweight wake reuses the
-        routine run's idempotency key. Returns the routine run as it ends up.
+        routine run's idempotency key. A connection lost under the transaction is retried
+        once; if the first commit had landed after all, the retry still announces the task
+        it created (its assignee's wake comes from that announcement). Returns the routine
+        run as it ends up.
 
         Raises:
             NotFoundError: the routine, or the assignee met by intake, no longer exists.
             InvalidInputError: the wake was refused by intake (its payload is too large).
         """
 
-        def in_one_transaction() -> Dispatched:
+        def in_one_transaction(recovering: bool) -> Dispatched:
             with self._store.db.transaction():
-                return self.dispatch_now(run, routine)
+                return self.dispatch_now(run, routine, recovering=recovering)
 
-        dispatched = await asyncio.to_thread(in_one_transaction)
+        try:
+            dispatched = await asyncio.to_thread(in_one_transaction, False)
+        except Exception as exc:
+            if not is_connection_lost(exc):
+                raise
+            log.warning("database_connection_lost_retrying", call="dispatch", error=str(exc))
+            dispatched = await asyncio.to_thread(in_one_transaction, True)
         return await self.announce(dispatched)
 
-    def dispatch_now(self, run: RoutineRun, routine: Routine | None = None) -> Dispatched:
+    def dispatch_now(
+        self, run: RoutineRun, routine: Routine | None = None, *, recovering: bool = False
+    ) -> Dispatched:
         """The database work of :meth:`dispatch`, blocking; call it from a worker thread.
 
         Inside :meth:`~office_scheduler.store.engine.Database.transaction` every write joins
         the caller's transaction; pass the result to :meth:`announce` after it commits.
+        ``recovering``: an earlier attempt may have committed without hearing so; a task
+        found created is announced again (its ``task_assigned`` wake is keyed, so an
+        announcement heard twice still wakes once).
 
         Raises:
             NotFoundError, InvalidInputError: as :meth:`dispatch`.
@@ -128,9 +141,12 @@ class RoutineDispatcher:
             now=self._clock.now(),
         )
         if gate.run is None:
-            return Dispatched(routines.get_run(run.id))
+            current = routines.get_run(run.id)
+            task_id = current.linked_task_id
+            if recovering and current.status is RoutineRunStatus.TASK_CREATED and task_id:
+                return Dispatched(current, task=self._store.office.find_task(task_id))
+            return Dispatched(current)
         if gate.task is not None:
-            log.info("routine_task_created", routine_id=routine.id, task_id=gate.task.id)
             return Dispatched(gate.run, task=gate.task)
         if not gate.proceed:
             log.info(
@@ -145,6 +161,11 @@ class RoutineDispatcher:
     async def announce(self, dispatched: Dispatched) -> RoutineRun:
         """Tell the office what a committed dispatch did; returns its routine run."""
         if dispatched.task is not None:
+            log.info(
+                "routine_task_created",
+                routine_id=dispatched.run.routine_id,
+                task_id=dispatched.task.id,
+            )
             await self._publish(TaskCreated(task=dispatched.task, by="system"))
         if dispatched.wake is not None:
             await self._intake.announce(*dispatched.wake)

@@ -29,6 +29,7 @@ from office_scheduler.domain.routines import (
 from office_scheduler.routines.dispatch import Dispatched, RoutineDispatcher
 from office_scheduler.routines.templates import builtin_values, resolve_variables
 from office_scheduler.routines.ticks import TickPlan, plan_ticks
+from office_scheduler.store.engine import is_connection_lost
 from office_scheduler.store.facade import Store
 from office_scheduler.store.routine_runs import NewRoutineRun
 
@@ -102,7 +103,16 @@ class CronFirer:
         self._dispatcher = dispatcher
 
     async def fire_due(self) -> list[RoutineRun]:
-        """Fire every tick due at the clock's current time; returns the routine runs made."""
+        """Fire every tick due at the clock's current time; returns the routine runs made.
+
+        One trigger's failure never stops the others: a trigger whose transaction fails
+        for any other reason than a lost database connection is logged
+        (``routine_trigger_failed``) and tried again by the next pass, its ticks unclaimed.
+
+        Raises:
+            sqlalchemy.exc.DBAPIError: the database connection was lost (the cron loop
+                backs off and tries the pass again).
+        """
         now = self._clock.now()
         await self._schedule_new(now)
         made: list[RoutineRun] = []
@@ -114,12 +124,21 @@ class CronFirer:
                 log.info("routine_trigger_vanished", trigger_id=trigger.id)
             except InvalidInputError as exc:
                 await self._disable(trigger, exc.message)
+            except Exception as exc:
+                if is_connection_lost(exc):
+                    raise
+                log.exception("routine_trigger_failed", trigger_id=trigger.id)
         abandoned = await asyncio.to_thread(
             self._store.routines.received_runs, created_before=now - ABANDONED_AFTER
         )
         for run in abandoned:
             log.warning("routine_run_recovered", routine_run_id=run.id)
-            made.append(await self._dispatch_safely(run))
+            try:
+                made.append(await self._dispatch_safely(run))
+            except Exception as exc:
+                if is_connection_lost(exc):
+                    raise
+                log.exception("routine_run_recovery_failed", routine_run_id=run.id)
         return made
 
     async def _schedule_new(self, now: datetime) -> None:
@@ -156,18 +175,28 @@ class CronFirer:
         schedule = await self._schedule_of(trigger)
         if schedule is None:
             return []
-        fired = await asyncio.to_thread(self._claim_and_dispatch, trigger, schedule, now)
-        if fired is None:
+        claimed = await asyncio.to_thread(self._claim_and_dispatch, trigger, schedule, now)
+        if claimed is None:
             log.info("routine_ticks_claimed_elsewhere", trigger_id=trigger.id)
             return []
+        plan, fired = claimed
+        log.info(
+            "routine_ticks_claimed",
+            routine_id=trigger.routine_id,
+            trigger_id=trigger.id,
+            fired=len(plan.fire),
+            missed=plan.missed_count,
+            next_run_at=plan.next_run_at.isoformat(),
+        )
         return [await self._dispatcher.announce(dispatched) for dispatched in fired]
 
     def _claim_and_dispatch(
         self, trigger: RoutineTrigger, schedule: CronSchedule, now: datetime
-    ) -> list[Dispatched] | None:
+    ) -> tuple[TickPlan, list[Dispatched]] | None:
         """Claim the trigger's due ticks and dispatch their runs, in one transaction.
 
-        Returns ``None`` when another process claimed the ticks first. A run whose dispatch
+        Returns the plan and what each run's dispatch wrote (to announce once committed),
+        or ``None`` when another process claimed the ticks first. A run whose dispatch
         fails is settled ``failed`` and the others still go (a savepoint per run).
         """
         assert trigger.next_run_at is not None  # due triggers have one
@@ -191,14 +220,6 @@ class CronFirer:
             )
             if claimed is None:
                 return None
-            log.info(
-                "routine_ticks_claimed",
-                routine_id=routine.id,
-                trigger_id=trigger.id,
-                fired=len(plan.fire),
-                missed=plan.missed_count,
-                next_run_at=plan.next_run_at.isoformat(),
-            )
             fired = []
             for run in claimed:
                 if run.status is not RoutineRunStatus.RECEIVED:
@@ -209,7 +230,7 @@ class CronFirer:
                         fired.append(self._dispatcher.dispatch_now(run, routine))
                 except OfficeError as exc:
                     fired.append(Dispatched(self._settle_failed(run, exc)))
-            return fired
+            return plan, fired
 
     def _settle_failed(self, run: RoutineRun, exc: OfficeError) -> RoutineRun:
         log.error("routine_dispatch_failed", routine_run_id=run.id, error=exc.message)
