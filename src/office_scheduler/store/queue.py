@@ -35,6 +35,7 @@ from office_scheduler.store.retries import RetryTransitions
 from office_scheduler.store.rows import context_to_json, run_from_row, wakeup_from_row
 from office_scheduler.store.run_transitions import RunTransitions
 from office_scheduler.store.schema import (
+    AGENT_CLAIMABLE_AT,
     LIVE_RUNS_PREDICATE,
     agents,
     runs,
@@ -178,19 +179,21 @@ _MERGE_ATTEMPTS = 3
 def _claim_statements() -> tuple[sa.Select[Any], sa.Update]:
     """The two statements of :meth:`QueueStore.claim` (bound: ``now``, ``limit``, ids).
 
-    1. Lock up to ``limit`` eligible agents with due work, oldest queue head first. Agents
-       are walked in ``next_queued_at`` order through ``ix_agents_next_queued_at`` and the
-       walk stops at the limit, so the cost follows the agents passed on the way (those at
-       their concurrency limit or cooling down), not all agents or all queued runs. Agents
-       locked by another claimer are skipped.
+    1. Lock up to ``limit`` eligible agents with due work, the one claimable longest first.
+       Agents are walked in :data:`~office_scheduler.store.schema.AGENT_CLAIMABLE_AT`
+       order (queue head, or cooldown end if later) through ``ix_agents_claimable_at``, up
+       to ``now``: agents cooling down lie beyond that range and are never visited. The
+       walk stops at the limit, so its cost follows the agents at their concurrency limit
+       passed on the way, not all agents or all queued runs. Agents locked by another
+       claimer are skipped.
     2. Claim the head of each locked agent that is still eligible under a snapshot taken
        after the locks are held.
     """
     now: sa.BindParameter[datetime] = sa.bindparam("now", type_=runs.c.not_before.type)
     lock_candidates = (
         sa.select(agents.c.id)
-        .where(agents.c.next_queued_at <= now, *_agent_eligible(now))
-        .order_by(agents.c.next_queued_at, agents.c.id)
+        .where(AGENT_CLAIMABLE_AT <= now, *_agent_eligible(now))  # noqa: SIM300 (an expression)
+        .order_by(AGENT_CLAIMABLE_AT, agents.c.id)
         .limit(sa.bindparam("limit"))
         .with_for_update(skip_locked=True, of=agents)
     )

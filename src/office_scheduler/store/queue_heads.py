@@ -1,14 +1,16 @@
 """Queue heads: ``agents.next_queued_at``, the earliest ``not_before`` of an agent's queued runs.
 
-The claim walks agents in ``next_queued_at`` order through an index and stops after the
-batch limit, so its cost follows the number of agents with due work it passes, not the
-number of agents or queued runs. Every transaction that queues a run, makes one due sooner
-or claims one recomputes the heads of the agents it touched (one index probe each). Paths
-that take runs out of the queue otherwise (cancellations, budget stops) leave a head that
-is too early, which is harmless: the claim finds nothing for that agent and recomputes it.
-A head that is too late would hide work, so the maintenance loop corrects every late head
-on each pass (:func:`reconcile_heads`); runs written outside the store (bulk loads) are
-picked up the same way.
+The claim walks agents in the order of their head or, when later, their cooldown's end
+(:data:`~office_scheduler.store.schema.AGENT_CLAIMABLE_AT`, an expression index) and stops
+after the batch limit, so its cost follows the number of agents with due work it passes
+(those at their concurrency limit), not the number of agents or queued runs. Every
+transaction that queues a run, makes one due sooner or claims one recomputes the heads of
+the agents it touched (one index probe each). Paths that take runs out of the queue
+otherwise (cancellations, budget stops) leave a head that is too early, which is harmless:
+the claim finds nothing for that agent and recomputes it. A head that is too late would
+hide work, so the maintenance loop corrects every late head on each pass
+(:func:`reconcile_heads`); runs written outside the store (bulk loads) are picked up the
+same way.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
 from office_scheduler.store.types import UTCDateTime, id_type, json_type
@@ -107,8 +109,17 @@ agents = sa.Table(
     _ts("created_at", nullable=False),
     _ts("updated_at", nullable=False),
     sa.UniqueConstraint("workspace_id", "name"),
-    sa.Index("ix_agents_next_queued_at", "next_queued_at", "id"),
 )
+
+#: When an agent may next start one of its queued runs, as far as its own row tells: its
+#: queue head, or the end of its cooldown when that is later (NULL: nothing queued). The
+#: claim walks agents in this order through ``ix_agents_claimable_at``, so an agent cooling
+#: down is not visited at all until its cooldown ends (an index range, not a filter).
+AGENT_CLAIMABLE_AT: sa.ColumnElement[Any] = sa.case(
+    (agents.c.cooldown_until > agents.c.next_queued_at, agents.c.cooldown_until),
+    else_=agents.c.next_queued_at,
+)
+sa.Index("ix_agents_claimable_at", AGENT_CLAIMABLE_AT, agents.c.id)
 
 tasks = sa.Table(
     "tasks",
