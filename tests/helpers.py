@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from office_scheduler.domain.models import Agent, Project, Workspace
+from office_scheduler.domain.routines import Routine, RoutineRun, RoutineRunSource
 from office_scheduler.service import Service
 from office_scheduler.store.facade import Store
+from office_scheduler.store.routine_runs import NewRoutineRun
 from office_scheduler.testing import FakeClock, ScriptedExecutor
 
 
@@ -26,3 +28,18 @@ class Office:
     @property
     def store(self) -> Store:
         return self.service.store
+
+    def received_manual_run(self, routine: Routine) -> RoutineRun:
+        """A manual fire of ``routine`` stored ``received``, as if its process stopped there."""
+        run, _ = self.store.routines.insert_run(
+            NewRoutineRun(
+                routine_id=routine.id,
+                trigger_id=None,
+                source=RoutineRunSource.MANUAL,
+                variables={},
+                scheduled_for=None,
+                key_prefix=f"routine:{routine.id}:manual:",
+            ),
+            now=self.clock.now(),
+        )
+        return run

@@ -37,7 +37,6 @@ from office_scheduler.service import Service
 from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
-from office_scheduler.store.routine_runs import NewRoutineRun
 from office_scheduler.testing import ScriptedExecutor
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -524,17 +523,7 @@ async def test_concurrent_dispatch_of_one_received_heavy_run_creates_one_task(
     office: Office, db_url: str, db_schema: str | None
 ) -> None:
     routine = await _routine(office, task_template={"title": "T"})
-    run, _ = office.store.routines.insert_run(
-        NewRoutineRun(
-            routine_id=routine.id,
-            trigger_id=None,
-            source=RoutineRunSource.MANUAL,
-            variables={},
-            scheduled_for=None,
-            key_prefix=f"routine:{routine.id}:manual:",
-        ),
-        now=office.clock.now(),
-    )
+    run = office.received_manual_run(routine)
     other_store = Store.open(db_url, schema=db_schema)
     other = Service(
         office.service.settings,

@@ -15,12 +15,11 @@ import sqlalchemy as sa
 
 from helpers import Office
 from office_scheduler.domain.models import WorkspaceSettings
-from office_scheduler.domain.routines import RoutineRunSource, RoutineRunStatus
+from office_scheduler.domain.routines import RoutineRunStatus
 from office_scheduler.domain.status import RunReason, RunStatus, WakeSource
 from office_scheduler.pipeline.context import RunContext
 from office_scheduler.store.engine import Database
 from office_scheduler.store.office import OfficeStore
-from office_scheduler.store.routine_runs import NewRoutineRun
 from office_scheduler.store.schema import sessions
 
 
@@ -254,17 +253,7 @@ async def test_a_routine_dispatch_retried_after_a_lost_commit_acknowledgement_st
             "task_template": {"title": "Write the report"},
         },
     )
-    received, _ = office.store.routines.insert_run(
-        NewRoutineRun(
-            routine_id=routine.id,
-            trigger_id=None,
-            source=RoutineRunSource.MANUAL,
-            variables={},
-            scheduled_for=None,
-            key_prefix=f"routine:{routine.id}:manual:",
-        ),
-        now=office.clock.now(),
-    )
+    received = office.received_manual_run(routine)
     _lose_the_next_commit_acknowledgement(office, monkeypatch)
     dispatched = await office.service.routines.dispatch(received)
     assert dispatched.status is RoutineRunStatus.TASK_CREATED
