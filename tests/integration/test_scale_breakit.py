@@ -37,7 +37,7 @@ from office_scheduler.intake.service import Intake
 from office_scheduler.store import migrate
 from office_scheduler.store.engine import is_connection_lost, open_database
 from office_scheduler.store.facade import Store
-from office_scheduler.store.reconnect import call_retrying_if_connection_lost
+from office_scheduler.store.reconnect import retry_once_if_connection_lost
 from office_scheduler.store.schema import agents
 
 LEASE = timedelta(seconds=60)
@@ -390,10 +390,10 @@ async def test_keyed_wakes_survive_terminated_backends_exactly_once(
         return stored, int(unattached)
 
     # The killer's last round may have ended a pooled connection that is still fresh.
-    stored, unattached = call_retrying_if_connection_lost(stored_keys)
+    stored, unattached = retry_once_if_connection_lost(lambda _retry: stored_keys())
     assert stored == Counter(keys)
     assert unattached == 0
-    assert call_retrying_if_connection_lost(store.queue.reconcile_heads) == 0
+    assert retry_once_if_connection_lost(lambda _retry: store.queue.reconcile_heads()) == 0
 
 
 async def _send_all(intake: Intake, workspace_id: str, team: list[Agent], keys: list[str]) -> None:

@@ -93,7 +93,6 @@ class Intake:
             NotFoundError: the agent or workspace does not exist.
             InvalidInputError: see :func:`validate_request`.
         """
-        validate_request(request)
         result = await asyncio.to_thread(self.persist, request)
         await self.announce(request, result)
         return result

@@ -29,7 +29,7 @@ from office_scheduler.executors.base import Executor
 from office_scheduler.pipeline.storable import clean_json, short_error
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
-from office_scheduler.store.reconnect import call_retrying_if_connection_lost
+from office_scheduler.store.reconnect import retry_once_if_connection_lost
 from office_scheduler.store.runlog import RunEventRow
 
 log = structlog.get_logger(__name__)
@@ -148,15 +148,12 @@ class RunContext:
         no longer applies may be one the lost attempt committed.
         """
         events, self.pending_events = self.pending_events, []
-        attempts = 0
-
-        def attempt() -> T | None:
-            nonlocal attempts
-            attempts += 1
-            return write(events, attempts > 1)
-
         try:
-            done = await asyncio.to_thread(call_retrying_if_connection_lost, attempt)
+            done = await asyncio.to_thread(
+                retry_once_if_connection_lost,
+                lambda retry: write(events, retry),
+                call=getattr(write, "__qualname__", ""),
+            )
         except asyncio.CancelledError:
             raise  # the thread may still commit them: never hand them out twice
         except BaseException:

@@ -29,9 +29,9 @@ from office_scheduler.domain.routines import (
 from office_scheduler.domain.status import Classification, WakeSource
 from office_scheduler.intake.service import Intake
 from office_scheduler.routines.templates import dispatch_fingerprint, render_template
-from office_scheduler.store.engine import is_connection_lost
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
+from office_scheduler.store.reconnect import retry_once_if_connection_lost
 
 log = structlog.get_logger(__name__)
 
@@ -88,13 +88,9 @@ class RoutineDispatcher:
             with self._store.db.transaction():
                 return self.dispatch_now(run, routine, recovering=recovering)
 
-        try:
-            dispatched = await asyncio.to_thread(in_one_transaction, False)
-        except Exception as exc:
-            if not is_connection_lost(exc):
-                raise
-            log.warning("database_connection_lost_retrying", call="dispatch", error=str(exc))
-            dispatched = await asyncio.to_thread(in_one_transaction, True)
+        dispatched = await asyncio.to_thread(
+            retry_once_if_connection_lost, in_one_transaction, call="routine dispatch"
+        )
         return await self.announce(dispatched)
 
     def dispatch_now(

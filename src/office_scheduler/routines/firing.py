@@ -10,6 +10,8 @@ tick twice — and dispatches them, still in that transaction (one commit per tr
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -41,6 +43,20 @@ ABANDONED_AFTER = timedelta(minutes=1)
 
 def _unix_minute(instant: datetime) -> int:
     return int(instant.timestamp()) // 60
+
+
+@contextmanager
+def _alone(event: str, **ids: object) -> Iterator[None]:
+    """Log an error of one trigger or routine run as ``event`` and let the pass go on.
+
+    A lost database connection still ends the pass: every other item would fail the same.
+    """
+    try:
+        yield
+    except Exception as exc:
+        if is_connection_lost(exc):
+            raise
+        log.exception(event, **ids)
 
 
 def tick_run(routine: Routine, trigger: RoutineTrigger, tick: datetime) -> NewRoutineRun:
@@ -117,28 +133,21 @@ class CronFirer:
         await self._schedule_new(now)
         made: list[RoutineRun] = []
         for trigger in await asyncio.to_thread(self._store.routines.due_triggers, now):
-            try:
-                made += await self._fire_trigger(trigger, now)
-            except NotFoundError:
-                # Deleted between the due query and its claim: nothing left to fire.
-                log.info("routine_trigger_vanished", trigger_id=trigger.id)
-            except InvalidInputError as exc:
-                await self._disable(trigger, exc.message)
-            except Exception as exc:
-                if is_connection_lost(exc):
-                    raise
-                log.exception("routine_trigger_failed", trigger_id=trigger.id)
+            with _alone("routine_trigger_failed", trigger_id=trigger.id):
+                try:
+                    made += await self._fire_trigger(trigger, now)
+                except NotFoundError:
+                    # Deleted between the due query and its claim: nothing left to fire.
+                    log.info("routine_trigger_vanished", trigger_id=trigger.id)
+                except InvalidInputError as exc:
+                    await self._disable(trigger, exc.message)
         abandoned = await asyncio.to_thread(
             self._store.routines.received_runs, created_before=now - ABANDONED_AFTER
         )
         for run in abandoned:
             log.warning("routine_run_recovered", routine_run_id=run.id)
-            try:
+            with _alone("routine_run_recovery_failed", routine_run_id=run.id):
                 made.append(await self._dispatch_safely(run))
-            except Exception as exc:
-                if is_connection_lost(exc):
-                    raise
-                log.exception("routine_run_recovery_failed", routine_run_id=run.id)
         return made
 
     async def _schedule_new(self, now: datetime) -> None:

@@ -24,19 +24,22 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def call_retrying_if_connection_lost(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Call the blocking ``fn``; once more after a lost connection (see the module doc).
+def retry_once_if_connection_lost(attempt: Callable[[bool], T], *, call: str = "") -> T:
+    """Call the blocking ``attempt(False)``; after a lost connection, ``attempt(True)``.
 
-    For transitions fenced by their claim (ending a run): a second attempt after one whose
-    commit did reach the server finds the run no longer held and changes nothing.
+    The flag tells the second attempt that the first one's commit may have reached the
+    server before the connection died, so a compare-and-set that no longer applies may be
+    its own earlier change (to recognise, not to report as a conflict). ``call`` names the
+    operation in the log line.
     """
     try:
-        return fn(*args, **kwargs)
+        return attempt(False)
     except Exception as exc:
         if not is_connection_lost(exc):
             raise
-        log.warning("database_connection_lost_retrying", call=fn.__qualname__, error=str(exc))
-        return fn(*args, **kwargs)
+        name = call or attempt.__qualname__
+        log.warning("database_connection_lost_retrying", call=name, error=str(exc))
+        return attempt(True)
 
 
 def retry_if_connection_lost(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
