@@ -19,6 +19,7 @@ from office_scheduler.api import create_app
 from office_scheduler.config import Settings
 from office_scheduler.service import Service
 from office_scheduler.store import migrate
+from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
 from office_scheduler.testing import FakeClock, ScriptedExecutor
 
@@ -122,13 +123,20 @@ def open_api(
     *,
     url: str | None = None,
     schema: str | None = None,
+    database: Database | None = None,
     lifespan_manages_service: bool = False,
 ) -> Iterator[Api]:
-    """A migrated database (default: SQLite in ``tmp_path``), a Service with a FakeClock and
-    a scripted executor, its app behind a TestClient, and an admin token; everything is
-    closed afterwards."""
-    store = Store.open(url or f"sqlite:///{tmp_path}/t.db", schema=schema)
-    migrate.upgrade(store.db)
+    """A migrated database, a Service with a FakeClock and a scripted executor, its app
+    behind a TestClient, and an admin token; everything is closed afterwards.
+
+    The database is ``database`` (the ``database`` fixture's, already migrated) or else
+    ``url``/``schema``, migrated here (default: SQLite in ``tmp_path``).
+    """
+    if database is None:
+        store = Store.open(url or f"sqlite:///{tmp_path}/t.db", schema=schema)
+        migrate.upgrade(store.db)
+    else:
+        store = Store.from_database(database)
     clock = FakeClock()
     executor = ScriptedExecutor()
     service = Service(

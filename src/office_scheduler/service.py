@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -26,7 +26,7 @@ from office_scheduler.domain.errors import (
     NotFoundError,
 )
 from office_scheduler.domain.events import RunEnded
-from office_scheduler.domain.models import Agent, Run, WakeRequest
+from office_scheduler.domain.models import Agent, Run, Wake, WakeRequest
 from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunReason, RunStatus, WakeSource
 from office_scheduler.events.activity import ActivitySubscribers
 from office_scheduler.events.bus import EventBus
@@ -394,6 +394,61 @@ class Service:
                 hold=source is not WakeSource.USER,
             )
         )
+
+    async def wake_many(self, workspace_id: str, wakes: Sequence[Wake]) -> list[IntakeResult]:
+        """Wake several agents of one workspace at once (source ``user``), all or nothing.
+
+        One transaction and one commit for the batch: what an integration sending bursts
+        of wakes uses instead of one request each. Each wake is exactly what :meth:`wake`
+        with source ``user`` would make (its idempotency key deduplicates against single
+        wakes too). Results come back in the order of ``wakes``.
+
+        Raises:
+            NotFoundError: an agent or task is not in the workspace (field
+                ``wakes.<i>.agent_id`` or ``wakes.<i>.task_id``); nothing is written.
+            InvalidInputError: a bad payload or idempotency key (field ``wakes.<i>....``).
+        """
+        task_ids = {wake.task_id for wake in wakes if wake.task_id is not None}
+        if task_ids:
+            await asyncio.to_thread(self._check_tasks, workspace_id, wakes)
+        requests = []
+        for index, wake in enumerate(wakes):
+            try:
+                key = _scoped_key(f"{WakeSource.USER.value}:{wake.agent_id}", wake.idempotency_key)
+            except InvalidInputError as exc:
+                raise InvalidInputError(
+                    f"wake {index}: {exc.message}", field=f"wakes.{index}.idempotency_key"
+                ) from None
+            requests.append(
+                WakeRequest(
+                    workspace_id=workspace_id,
+                    agent_id=wake.agent_id,
+                    source=WakeSource.USER,
+                    payload={"reason": wake.reason, "payload": dict(wake.payload or {})},
+                    task_id=wake.task_id,
+                    idempotency_key=key,
+                    hold=False,
+                )
+            )
+        return await self.intake.enqueue_many(requests)
+
+    def _check_tasks(self, workspace_id: str, wakes: Sequence[Wake]) -> None:
+        """Blocking: every wake's task exists in ``workspace_id`` (else NotFoundError)."""
+        seen: set[str] = set()
+        with self.store.db.snapshot():
+            for index, wake in enumerate(wakes):
+                if wake.task_id is None or wake.task_id in seen:
+                    continue
+                seen.add(wake.task_id)
+                try:
+                    task = self.store.office.get_task(wake.task_id)
+                except NotFoundError:
+                    task = None
+                if task is None or task.workspace_id != workspace_id:
+                    raise NotFoundError(
+                        f"wake {index}: task {wake.task_id} not found",
+                        field=f"wakes.{index}.task_id",
+                    )
 
     @retry_if_connection_lost
     async def queue_run(

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from api_harness import Api, error_of, open_api
+from office_scheduler.store.engine import Database
 
 
 @pytest.fixture
-def api(tmp_path: Path, db_url: str, db_schema: str | None) -> Iterator[Api]:
-    with open_api(tmp_path, url=db_url, schema=db_schema) as harness:
+def api(tmp_path: Path, database: Database) -> Iterator[Api]:
+    with open_api(tmp_path, database=database) as harness:
         yield harness
 
 
@@ -394,3 +395,77 @@ def test_unknown_routes_and_methods_use_the_error_envelope(api: Api) -> None:
     assert (missing.status_code, error_of(missing)["code"]) == (404, "not_found")
     wrong = api.request("DELETE", "/api/v1/runs")
     assert (wrong.status_code, error_of(wrong)["code"]) == (405, "method_not_allowed")
+
+
+def test_a_batch_of_wakes_is_taken_in_one_request_in_the_order_sent(api: Api) -> None:
+    ws_id = api.workspace()["id"]
+    first = api.agent(ws_id, "worker-1")["id"]
+    second = api.agent(ws_id, "worker-2")["id"]
+    task = api.task(ws_id, workflow="kanban")["id"]
+    single = api.ok(
+        "POST", f"/api/v1/agents/{second}/wake", status=202, json={"idempotency_key": "k1"}
+    )
+    wakes = [
+        {"agent_id": second, "reason": "review", "idempotency_key": "k2"},
+        {"agent_id": first, "task_id": task, "payload": {"n": 1}},
+        {"agent_id": first, "task_id": task, "reason": "again"},
+        {"agent_id": second, "idempotency_key": "k1"},
+    ]
+    body = api.ok("POST", f"/api/v1/workspaces/{ws_id}/wakes", status=202, json={"wakes": wakes})
+    items = body["items"]
+    assert [(i["wakeup"]["agent_id"], i["outcome"]) for i in items] == [
+        (second, "coalesced"),  # joins the run of the single wake sent before
+        (first, "created"),
+        (first, "coalesced"),
+        (second, "deduplicated"),  # the single wake's key, scoped to the same agent
+    ]
+    assert items[3]["wakeup"]["id"] == single["wakeup"]["id"]
+    assert items[0]["run_id"] == single["run_id"]
+    assert items[1]["run_id"] == items[2]["run_id"] != single["run_id"]
+    assert {i["wakeup"]["source"] for i in items} == {"user"}
+    assert items[1]["wakeup"]["task_id"] == task
+    assert items[1]["wakeup"]["payload"] == {"reason": None, "payload": {"n": 1}}
+    listed = api.ok("GET", "/api/v1/wakeups", params={"workspace_id": ws_id})["items"]
+    assert len(listed) == 4  # the single wake and three of the batch; the duplicate adds none
+
+
+@pytest.mark.parametrize(
+    ("wake", "status", "field"),
+    [
+        ({"agent_id": "ghost"}, 404, "wakes.1.agent_id"),
+        ({"agent_id": "{agent}", "task_id": "ghost"}, 404, "wakes.1.task_id"),
+        ({"agent_id": "{other}"}, 404, "wakes.1.agent_id"),
+        ({"agent_id": "{agent}", "payload": {"x": "y" * 300_000}}, 422, "wakes.1.payload"),
+        ({"agent_id": "{agent}", "idempotency_key": ""}, 422, "wakes.1.idempotency_key"),
+        ({"agent_id": "{agent}", "colour": "red"}, 422, "wakes.1.colour"),
+    ],
+)
+def test_a_batch_with_one_bad_wake_is_refused_whole_and_names_it(
+    api: Api, wake: dict[str, object], status: int, field: str | None
+) -> None:
+    ws_id = api.workspace()["id"]
+    agent = api.agent(ws_id)["id"]
+    other_ws = api.workspace("elsewhere")["id"]
+    other = api.agent(other_ws, "stranger")["id"]
+    bad = {
+        k: v.format(agent=agent, other=other) if isinstance(v, str) else v for k, v in wake.items()
+    }
+    response = api.request(
+        "POST",
+        f"/api/v1/workspaces/{ws_id}/wakes",
+        json={"wakes": [{"agent_id": agent, "idempotency_key": "good"}, bad]},
+    )
+    assert response.status_code == status, response.text
+    assert error_of(response)["field"] == field
+    assert api.ok("GET", "/api/v1/wakeups", params={"workspace_id": ws_id})["items"] == []
+    assert api.ok("GET", "/api/v1/runs", params={"workspace_id": ws_id})["items"] == []
+
+
+@pytest.mark.parametrize(("count", "field"), [(0, "wakes"), (501, "wakes")])
+def test_a_batch_holds_one_to_five_hundred_wakes(api: Api, count: int, field: str) -> None:
+    ws_id = api.workspace()["id"]
+    agent = api.agent(ws_id)["id"]
+    response = api.request(
+        "POST", f"/api/v1/workspaces/{ws_id}/wakes", json={"wakes": [{"agent_id": agent}] * count}
+    )
+    assert (response.status_code, error_of(response)["field"]) == (422, field)

@@ -11,11 +11,12 @@ import pytest
 
 from api_harness import Api, error_of, open_api
 from office_scheduler.domain.status import InboxKind
+from office_scheduler.store.engine import Database
 
 
 @pytest.fixture
-def api(tmp_path: Path, db_url: str, db_schema: str | None) -> Iterator[Api]:
-    with open_api(tmp_path, url=db_url, schema=db_schema) as harness:
+def api(tmp_path: Path, database: Database) -> Iterator[Api]:
+    with open_api(tmp_path, database=database) as harness:
         yield harness
 
 

@@ -24,6 +24,7 @@ from office_scheduler.config import Settings
 from office_scheduler.executors.command import CommandExecutor
 from office_scheduler.service import Service
 from office_scheduler.store import migrate
+from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
 from office_scheduler.testing import FakeClock, ScriptedExecutor
 
@@ -58,8 +59,8 @@ def real_agents_api(tmp_path: Path, url: str, schema: str | None) -> Iterator[Ap
 
 
 @pytest.fixture
-def api(tmp_path: Path, db_url: str, db_schema: str | None) -> Iterator[Api]:
-    with open_api(tmp_path, url=db_url, schema=db_schema) as harness:
+def api(tmp_path: Path, database: Database) -> Iterator[Api]:
+    with open_api(tmp_path, database=database) as harness:
         yield harness
 
 

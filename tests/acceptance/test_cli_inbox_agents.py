@@ -14,6 +14,7 @@ from api_harness import Api, open_api
 from cli_harness import CLEAN_ENV, serving_in_thread
 from office_scheduler.cli import office
 from office_scheduler.domain.status import InboxKind
+from office_scheduler.store.engine import Database
 
 
 class Served:
@@ -37,9 +38,9 @@ class Served:
 
 
 @pytest.fixture
-def served(tmp_path: Path, db_url: str, db_schema: str | None) -> Iterator[Served]:
+def served(tmp_path: Path, database: Database) -> Iterator[Served]:
     with (
-        open_api(tmp_path, url=db_url, schema=db_schema) as api,
+        open_api(tmp_path, database=database) as api,
         serving_in_thread(api.client.app) as url,
     ):
         yield Served(api, url, tmp_path / "home")

@@ -19,6 +19,7 @@ from api_harness import Api, open_api
 from cli_harness import CLEAN_ENV, serving_in_thread
 from office_scheduler.cli import office
 from office_scheduler.routines.webhooks import sign
+from office_scheduler.store.engine import Database
 
 
 class Office:
@@ -46,9 +47,9 @@ class Office:
 
 
 @pytest.fixture
-def served(tmp_path: Path, db_url: str, db_schema: str | None) -> Iterator[Office]:
+def served(tmp_path: Path, database: Database) -> Iterator[Office]:
     with (
-        open_api(tmp_path, url=db_url, schema=db_schema) as api,
+        open_api(tmp_path, database=database) as api,
         serving_in_thread(api.client.app) as url,
     ):
         yield Office(api, url, tmp_path / "home")

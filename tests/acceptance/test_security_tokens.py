@@ -15,12 +15,13 @@ from api_harness import Api, error_of, open_api
 from cli_harness import CLEAN_ENV, serving_in_thread
 from office_scheduler.auth import hash_token
 from office_scheduler.cli import office
+from office_scheduler.store.engine import Database
 from office_scheduler.store.schema import api_tokens
 
 
 @pytest.fixture
-def api(tmp_path: Path, db_url: str, db_schema: str | None) -> Iterator[Api]:
-    with open_api(tmp_path, url=db_url, schema=db_schema) as harness:
+def api(tmp_path: Path, database: Database) -> Iterator[Api]:
+    with open_api(tmp_path, database=database) as harness:
         yield harness
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
 
 from helpers import Office
 from office_scheduler.domain.models import Run, WakeRequest
@@ -13,6 +17,7 @@ from office_scheduler.domain.status import (
     WakeSource,
     WorkflowKind,
 )
+from office_scheduler.store.schema import runs
 
 LEASE = timedelta(seconds=60)
 
@@ -151,3 +156,30 @@ async def test_renewed_lease_is_not_recovered(office: Office) -> None:
     office.store.queue.renew_leases([run.id], node_id="node-a", now=office.clock.now(), lease=LEASE)
     office.clock.advance(timedelta(seconds=50))
     assert office.store.queue.recover_expired_leases(now=office.clock.now()) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+async def test_a_renewal_skips_a_run_another_transaction_holds_instead_of_waiting(
+    office: Office,
+) -> None:
+    """A renewal that waited on a locked run could close a lock cycle (a deadlock)."""
+    held = await _queue(office, office.worker.id, title="a")
+    free = await _queue(office, office.other_worker.id, title="b")
+    assert {run.id for run in _claim(office)} == {held.id, free.id}
+    office.clock.advance(timedelta(seconds=50))
+    with office.store.db.writer.connect() as other:
+        other.execute(sa.select(runs.c.id).where(runs.c.id == held.id).with_for_update())
+        renewal = threading.Thread(
+            target=office.store.queue.renew_leases,
+            args=([held.id, free.id],),
+            kwargs={"node_id": "node-a", "now": office.clock.now(), "lease": LEASE},
+        )
+        renewal.start()
+        renewal.join(timeout=10)
+        waited = renewal.is_alive()
+        other.rollback()  # the row lock is held until here
+        renewal.join()
+    assert not waited, "the renewal waited for the locked run"
+    office.clock.advance(timedelta(seconds=50))
+    assert office.store.queue.recover_expired_leases(now=office.clock.now()) == [held.id]

@@ -6,6 +6,7 @@ import asyncio
 import threading
 from datetime import timedelta
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -324,3 +325,81 @@ def test_a_wake_naming_another_workspace_than_its_agents_is_refused(office: Offi
         )
     assert refused.value.field == "agent_id"
     assert office.store.listing.list_wakeups(agent_id=office.worker.id, limit=10).items == []
+
+
+def test_batches_naming_agents_in_opposite_orders_never_deadlock(office: Office) -> None:
+    """Each batch locks its agents in id order, so two batches cannot wait on each other."""
+    intake = office.service.intake
+    agents = [office.worker.id, office.other_worker.id, office.coordinator.id]
+    rounds = 12
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def send(order: list[str], tag: str) -> None:
+        for round_ in range(rounds):
+            batch = [_event(office, agent, key=f"{tag}:{round_}:{agent}") for agent in order]
+            try:
+                barrier.wait(timeout=30)
+                intake.persist_many(batch)
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    threads = [
+        threading.Thread(target=send, args=(agents, "a")),
+        threading.Thread(target=send, args=(agents[::-1], "b")),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert _count(office, wakeup_requests) == 2 * rounds * len(agents)
+
+
+async def test_a_batch_with_one_bad_wake_writes_nothing(office: Office) -> None:
+    good = _event(office, office.worker.id, key="fine")
+    bad = _event(office, "ghost")
+    with pytest.raises(NotFoundError) as raised:
+        await office.service.intake.enqueue_many([good, good, bad])
+    assert raised.value.field == "wakes.2.agent_id"
+    assert str(raised.value).startswith("wake 2: ")
+    assert _count(office, wakeup_requests) == 0
+    assert _count(office, runs) == 0
+
+
+async def test_a_batch_rolled_back_to_break_a_deadlock_is_sent_again(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    intake = office.service.intake
+    real = intake.persist_many
+    calls: list[int] = []
+
+    def deadlocked_once(requests: list[WakeRequest]) -> object:
+        calls.append(len(requests))
+        if len(calls) == 1:
+            raise sa.exc.OperationalError("UPDATE", {}, psycopg.errors.DeadlockDetected("cycle"))
+        return real(requests)
+
+    monkeypatch.setattr(intake, "persist_many", deadlocked_once)
+    batch = [_event(office, office.worker.id, key="a"), _event(office, office.worker.id, key="b")]
+    results = await intake.enqueue_many(batch)
+    assert calls == [2, 2]
+    assert [r.outcome for r in results] == [IntakeOutcome.CREATED, IntakeOutcome.COALESCED]
+    assert _count(office, wakeup_requests) == 2
+
+
+async def test_a_batch_failing_for_another_reason_is_not_sent_again(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    intake = office.service.intake
+    calls: list[int] = []
+
+    def broken(requests: list[WakeRequest]) -> object:
+        calls.append(len(requests))
+        raise sa.exc.OperationalError("UPDATE", {}, psycopg.errors.QueryCanceled("timeout"))
+
+    monkeypatch.setattr(intake, "persist_many", broken)
+    with pytest.raises(sa.exc.OperationalError):
+        await intake.enqueue_many([_event(office, office.worker.id)])
+    assert calls == [1]

@@ -22,6 +22,7 @@ from office_scheduler.intake.rules import decide_merge
 from office_scheduler.scheduler.orphans import agent_pids
 from office_scheduler.service import Service
 from office_scheduler.store import migrate
+from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
 from office_scheduler.testing import FakeClock, ScriptedExecutor
 
@@ -226,3 +227,32 @@ async def test_stop_gives_sessions_the_grace_then_requeues_them(tmp_path: Path) 
         RunReason.INTERRUPTED,
         0,
     )
+
+
+async def test_a_lease_recovery_kills_the_dead_nodes_agents_before_requeueing(
+    database: Database, tmp_path: Path
+) -> None:
+    """A node killed with SIGKILL leaves its sessions running; on both databases the node
+    that recovers its expired leases kills them first, so the run never runs twice at once
+    (found by the scale-out test once its agents' sessions lasted a few seconds)."""
+    store = Store.from_database(database)
+    clock = FakeClock()
+    run_id = _running_run(store, clock, pid=None, session_id="dead-node-session")
+    orphan = _spawn({"OFFICE_SESSION_ID": "dead-node-session"})
+    bystander = _spawn({"OFFICE_SESSION_ID": "live-session"})
+    service = Service(
+        Settings(home=tmp_path), clock=clock, executors={"command": ScriptedExecutor()}, store=store
+    )
+    try:
+        assert await service.maintenance.recover_stale_claims() == []  # lease still valid
+        assert orphan.poll() is None
+        clock.advance(timedelta(hours=2))
+        assert await service.maintenance.recover_stale_claims() == [run_id]
+        assert _dead(orphan)
+        assert bystander.poll() is None
+        assert store.queue.get_run(run_id).status is RunStatus.QUEUED
+    finally:
+        for proc in (orphan, bystander):
+            proc.kill()
+            proc.wait()
+        await service.stop()

@@ -271,6 +271,22 @@ class WakeIn(InputModel):
     idempotency_key: Key | None = None
 
 
+#: Most wakes one ``POST /api/v1/workspaces/{id}/wakes`` carries.
+MAX_BATCH_WAKES = 500
+
+
+class BatchWakeIn(WakeIn):
+    """One wake of ``POST /api/v1/workspaces/{id}/wakes``: a single wake plus its agent."""
+
+    agent_id: EntityId
+
+
+class WakeBatchIn(InputModel):
+    """``POST /api/v1/workspaces/{id}/wakes``: 1 to 500 wakes, written all or nothing."""
+
+    wakes: Annotated[list[BatchWakeIn], Field(min_length=1, max_length=MAX_BATCH_WAKES)]
+
+
 class TaskCreate(InputModel):
     """``POST /api/v1/workspaces/{id}/tasks``.
 

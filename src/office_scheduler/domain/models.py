@@ -216,6 +216,24 @@ class WakeRequest:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Wake:
+    """One explicit wake of a batch (``Service.wake_many``); the batch names the workspace.
+
+    Attributes:
+        reason: free text shown to the agent.
+        payload: any JSON object (at most 256 KiB as JSON).
+        task_id: the task the wake is about, in the batch's workspace.
+        idempotency_key: scoped to the agent like a single wake's key.
+    """
+
+    agent_id: str
+    reason: str | None = None
+    payload: JSON | None = None
+    task_id: str | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ContextEntry:
     """One wake merged into a run's context (a run's ``context_snapshot`` is a list of these)."""
 

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
 import structlog
 
 from office_scheduler.clock import Clock
-from office_scheduler.domain.errors import InvalidInputError
+from office_scheduler.domain.errors import InvalidInputError, OfficeError
 from office_scheduler.domain.events import Event, WakeupReceived
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.status import IntakeOutcome
 from office_scheduler.intake.rules import decide_merge
+from office_scheduler.store.engine import is_deadlock
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
 from office_scheduler.store.reconnect import retry_if_connection_lost
@@ -26,6 +27,8 @@ ZERO = timedelta(0)
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_KEY_CHARS = 500
+#: A batch PostgreSQL rolled back to break a deadlock is sent again, at most this often.
+_DEADLOCK_ATTEMPTS = 3
 
 
 def validate_request(request: WakeRequest) -> None:
@@ -114,6 +117,59 @@ class Intake:
         return self._store.queue.enqueue(
             request, now=self._clock.now(), hold=hold, decide=decide_merge
         )
+
+    @retry_if_connection_lost
+    async def enqueue_many(self, requests: Sequence[WakeRequest]) -> list[IntakeResult]:
+        """Persist several wakes in one transaction (all or nothing), then announce each.
+
+        One commit for the batch instead of one per wake. Results come back in the order
+        of ``requests``; within the batch, later wakes for an agent merge into the run an
+        earlier one created, exactly as separate calls would.
+
+        A batch PostgreSQL rolls back to break a deadlock (it holds many agents' locks at
+        once) is run again, up to three times in all.
+
+        Raises:
+            NotFoundError, InvalidInputError: as :meth:`enqueue`, for the first bad wake;
+                the error's ``field`` is prefixed with ``wakes.<i>.`` (``i`` its index) and
+                nothing of the batch is written.
+        """
+        results = await self._persist_many_retrying_deadlocks(requests)
+        for request, result in zip(requests, results, strict=True):
+            await self.announce(request, result)
+        return results
+
+    async def _persist_many_retrying_deadlocks(
+        self, requests: Sequence[WakeRequest]
+    ) -> list[IntakeResult]:
+        attempt = 1
+        while True:
+            try:
+                return await asyncio.to_thread(self.persist_many, requests)
+            except Exception as exc:
+                if not is_deadlock(exc) or attempt == _DEADLOCK_ATTEMPTS:
+                    raise
+            log.warning("wake_batch_deadlock_retrying", attempt=attempt, wakes=len(requests))
+            attempt += 1
+
+    def persist_many(self, requests: Sequence[WakeRequest]) -> list[IntakeResult]:
+        """The database half of :meth:`enqueue_many`, blocking; call it from a worker thread.
+
+        Agents are locked in the order of their ids, whatever the order of ``requests``, so
+        two batches over the same agents cannot deadlock on PostgreSQL.
+        """
+        by_agent = sorted(range(len(requests)), key=lambda index: requests[index].agent_id)
+        results: dict[int, IntakeResult] = {}
+        with self._store.db.transaction():
+            for index in by_agent:
+                try:
+                    results[index] = self.persist(requests[index])
+                except OfficeError as exc:
+                    exc.field = f"wakes.{index}" + (f".{exc.field}" if exc.field else "")
+                    exc.message = f"wake {index}: {exc.message}"
+                    exc.args = (exc.message,)
+                    raise
+        return [results[index] for index in range(len(requests))]
 
     async def announce(self, request: WakeRequest, result: IntakeResult) -> None:
         """After :meth:`persist` committed: log the outcome, poke the runs loop, publish.

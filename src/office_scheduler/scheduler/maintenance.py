@@ -29,6 +29,7 @@ from office_scheduler.office.redrive import redrive_decisions
 from office_scheduler.pipeline.context import Enqueue
 from office_scheduler.pipeline.retries import stale_retry_reason
 from office_scheduler.scheduler.loop import OwnedLoop
+from office_scheduler.scheduler.orphans import kill_orphans
 from office_scheduler.store.facade import Store
 from office_scheduler.store.leadership import Leadership
 from office_scheduler.store.recovery import RECOVERY_KEY_MARKER, RecoveryCandidate, assigned_key
@@ -121,11 +122,17 @@ class MaintenanceLoop(OwnedLoop):
         return late
 
     async def recover_stale_claims(self) -> list[int]:
-        """Put claimed/running runs whose lease expired back to ``queued`` (not a failure)."""
+        """Put claimed/running runs whose lease expired back to ``queued`` (not a failure).
+
+        Their agent processes still running on this machine (a scheduler process killed
+        with SIGKILL leaves its sessions behind) are killed first, so a run's next
+        session never overlaps the last one (see :mod:`~office_scheduler.scheduler.orphans`).
+        """
         recovered = await asyncio.to_thread(
             self._store.queue.recover_expired_leases,
             now=self._clock.now(),
             alive=self._alive(),
+            before_requeue=kill_orphans,
         )
         if recovered:
             log.warning("stale_claims_recovered", run_ids=recovered)

@@ -2,9 +2,10 @@
 
 Every agent is started with ``OFFICE_SESSION_ID`` (its session row's id, unique across
 databases) in its environment, and the run records that session before the process is
-spawned. Before a dead process's run goes back to the queue, every process on this machine
-carrying the run's session id is killed with its process group, so the run never executes
-twice at once. Matching on the environment rather than on the recorded pid covers an agent
+spawned. Before a dead process's run goes back to the queue (on start with SQLite, or when
+the maintenance leader recovers an expired lease), every process on this machine carrying
+the run's session id is killed with its process group, so the run never executes twice at
+once. Matching on the environment rather than on the recorded pid covers an agent
 spawned just before the crash, whose pid was never written, and never signals an unrelated
 process that reused a pid. Where ``/proc`` is missing (not Linux) nothing is killed.
 """

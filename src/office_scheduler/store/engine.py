@@ -65,6 +65,22 @@ def is_connection_lost(error: BaseException) -> bool:
     return any(text in str(error.orig).lower() for text in _SQLITE_TRANSIENT)
 
 
+#: SQLSTATEs of a transaction PostgreSQL rolled back to break a lock cycle or a
+#: serialization conflict: nothing of it was written, so running it again is safe.
+_ROLLED_BACK_STATES = frozenset({"40P01", "40001"})
+
+
+def is_deadlock(error: BaseException) -> bool:
+    """Whether PostgreSQL rolled the transaction back to break a lock cycle or a conflict.
+
+    SQLSTATE ``40P01`` (deadlock detected) or ``40001`` (serialization failure): nothing
+    of the transaction was written, so it may be run again.
+    """
+    if not isinstance(error, sa.exc.DBAPIError) or not isinstance(error.orig, psycopg.Error):
+        return False
+    return getattr(error.orig, "sqlstate", None) in _ROLLED_BACK_STATES
+
+
 def normalise_url(url: str) -> str:
     """Return ``url`` with the driver SQLAlchemy should use (``postgresql`` → psycopg 3)."""
     if url.startswith("postgres://"):

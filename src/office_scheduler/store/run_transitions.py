@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
@@ -300,37 +300,61 @@ class RunTransitions:
     def renew_leases(
         self, run_ids: Sequence[int], *, node_id: str, now: datetime, lease: timedelta
     ) -> None:
-        """Extend the leases this node holds on ``run_ids``."""
+        """Extend the leases this node holds on ``run_ids``.
+
+        On PostgreSQL a run whose row another transaction holds right now (an intake
+        merging into it, its own start or end) is skipped (``SKIP LOCKED``), not waited
+        for: renewals come every third of the lease, so the next one catches it, and a
+        renewal that never waits can never be part of a deadlock.
+        """
         if not run_ids:
             return
+        mine = (
+            sa.select(runs.c.id)
+            .where(
+                runs.c.id.in_(list(run_ids)),
+                runs.c.claimed_by == node_id,
+                runs.c.status.in_(LIVE_RUN_STATUSES),
+            )
+            .with_for_update(skip_locked=True)
+        )
         with self._db.write() as conn:
             conn.execute(
                 sa.update(runs)
-                .where(
-                    runs.c.id.in_(list(run_ids)),
-                    runs.c.claimed_by == node_id,
-                    runs.c.status.in_(LIVE_RUN_STATUSES),
-                )
+                .where(runs.c.id.in_(mine.scalar_subquery()))
                 .values(lease_expires_at=now + lease)
             )
 
-    def recover_expired_leases(self, *, now: datetime, alive: Sequence[int] = ()) -> list[int]:
+    def recover_expired_leases(
+        self,
+        *,
+        now: datetime,
+        alive: Sequence[int] = (),
+        before_requeue: Callable[[list[Run]], object] | None = None,
+    ) -> list[int]:
         """Requeue live runs whose lease expired (their node died); returns their ids.
 
         Args:
             now: the current instant.
             alive: runs the calling node is still executing; never recovered, whatever
                 their lease says (a wall-clock jump must not run a session twice).
+            before_requeue: called with the expired runs inside the transaction, before
+                any of them can be claimed again (the scheduler kills their orphaned
+                agent processes there, so a run never executes twice at once).
         """
-        query = sa.select(runs.c.id).where(
+        query = sa.select(runs).where(
             runs.c.status.in_(LIVE_RUN_STATUSES), runs.c.lease_expires_at < now
         )
         if alive:
             query = query.where(runs.c.id.not_in(list(alive)))
         with self._db.write() as conn:
-            run_ids = [int(r) for r in conn.execute(query).scalars()]
-            if run_ids:
-                self._requeue(conn, run_ids, reason=RunReason.INTERRUPTED, now=now)
+            expired = [run_from_row(row) for row in conn.execute(query).mappings()]
+            if not expired:
+                return []
+            if before_requeue is not None:
+                before_requeue(expired)
+            run_ids = [run.id for run in expired]
+            self._requeue(conn, run_ids, reason=RunReason.INTERRUPTED, now=now)
             return run_ids
 
     def checkout_task(self, task_id: str, *, agent_id: str, run_id: int, now: datetime) -> bool:

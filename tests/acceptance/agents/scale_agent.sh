@@ -11,4 +11,5 @@ exec 9>"$CHAOS_DIR/locks/run-$OFFICE_RUN_ID.lock"
 flock -n 9 || echo "run-$OFFICE_RUN_ID.lock $$" >>"$CHAOS_DIR/violations.log"
 echo "$OFFICE_RUN_ID $OFFICE_AGENT_ID $$" >>"$CHAOS_DIR/starts.log"
 cat >/dev/null
+sleep "${SCALE_SESSION_S:-0}"  # a session's length (no CPU), as a real agent takes a while
 echo '{"status": "ok", "summary": "done"}'

@@ -22,11 +22,11 @@ from office_scheduler.api.deps import (
     require_admin,
 )
 from office_scheduler.api.routes.common import ERRORS
-from office_scheduler.api.schemas import AgentCreate, AgentPatch, WakeIn
+from office_scheduler.api.schemas import AgentCreate, AgentPatch, WakeBatchIn, WakeIn
 from office_scheduler.api.views import AgentOut, IntakeOut, ListOut
 from office_scheduler.auth import Principal
 from office_scheduler.domain.errors import ForbiddenError, InvalidInputError
-from office_scheduler.domain.models import Agent
+from office_scheduler.domain.models import Agent, Wake
 from office_scheduler.domain.status import AgentStatus, WakeSource
 from office_scheduler.service import Service
 
@@ -211,3 +211,31 @@ async def wake_agent(
         agent=agent,
     )
     return IntakeOut.of(result)
+
+
+@router.post("/workspaces/{workspace_id}/wakes", status_code=202)
+async def wake_agents(
+    workspace_id: str, body: WakeBatchIn, service: ServiceDep, principal: PrincipalDep
+) -> ListOut[IntakeOut]:
+    """Wake several agents of a workspace in one request (admin only; source ``user``).
+
+    Up to 500 wakes, written in one transaction: either every wake is taken (each with
+    its own outcome, in the order sent) or, when one names an agent or task outside the
+    workspace or has a bad payload, none is (4xx naming the field, e.g.
+    ``wakes.3.agent_id``). Each wake is what ``POST /agents/{id}/wake`` would make;
+    idempotency keys deduplicate across both.
+    """
+    require_admin(principal)
+    await load_workspace(service, principal, workspace_id)
+    wakes = [
+        Wake(
+            agent_id=item.agent_id,
+            reason=item.reason,
+            payload=item.payload,
+            task_id=item.task_id,
+            idempotency_key=item.idempotency_key,
+        )
+        for item in body.wakes
+    ]
+    results = await service.wake_many(workspace_id, wakes)
+    return ListOut(items=[IntakeOut.of(result) for result in results])
