@@ -32,7 +32,12 @@ from office_scheduler.events.activity import ActivitySubscribers
 from office_scheduler.events.bus import EventBus
 from office_scheduler.events.office import OfficeSubscribers
 from office_scheduler.executors.base import Executor
-from office_scheduler.intake.service import Intake
+from office_scheduler.intake.service import (
+    Intake,
+    check_wakes_per_agent,
+    for_wake,
+    validate_request,
+)
 from office_scheduler.office.service import OfficeService
 from office_scheduler.pipeline.context import PipelineDeps, RunContext, Step, compose
 from office_scheduler.pipeline.steps import DEFAULT_STEPS
@@ -405,12 +410,12 @@ class Service:
 
         Raises:
             NotFoundError: an agent or task is not in the workspace (field
-                ``wakes.<i>.agent_id`` or ``wakes.<i>.task_id``); nothing is written.
-            InvalidInputError: a bad payload or idempotency key (field ``wakes.<i>....``).
+                ``wakes.<i>.agent_id`` or ``wakes.<i>.task_id``, the first in the order
+                sent); nothing is written.
+            InvalidInputError: a bad payload or idempotency key (field ``wakes.<i>....``),
+                or more than 50 wakes for one agent.
+            BusyError: concurrent work kept the batch from being written; send it again.
         """
-        task_ids = {wake.task_id for wake in wakes if wake.task_id is not None}
-        if task_ids:
-            await asyncio.to_thread(self._check_tasks, workspace_id, wakes)
         requests = []
         for index, wake in enumerate(wakes):
             try:
@@ -430,25 +435,42 @@ class Service:
                     hold=False,
                 )
             )
+        await asyncio.to_thread(self._check_batch, workspace_id, wakes, requests)
         return await self.intake.enqueue_many(requests)
 
-    def _check_tasks(self, workspace_id: str, wakes: Sequence[Wake]) -> None:
-        """Blocking: every wake's task exists in ``workspace_id`` (else NotFoundError)."""
-        seen: set[str] = set()
+    def _check_batch(
+        self, workspace_id: str, wakes: Sequence[Wake], requests: Sequence[WakeRequest]
+    ) -> None:
+        """Blocking: each wake is valid and its agent and task are in ``workspace_id``.
+
+        Checked wake by wake in the order sent, so the error names the first bad wake
+        (``wakes.<i>.payload``, ``wakes.<i>.agent_id``, ``wakes.<i>.task_id``...).
+        """
+        check_wakes_per_agent(requests)
+        checked: set[tuple[str, str]] = set()
+        office = self.store.office
         with self.store.db.snapshot():
             for index, wake in enumerate(wakes):
-                if wake.task_id is None or wake.task_id in seen:
-                    continue
-                seen.add(wake.task_id)
                 try:
-                    task = self.store.office.get_task(wake.task_id)
-                except NotFoundError:
-                    task = None
-                if task is None or task.workspace_id != workspace_id:
-                    raise NotFoundError(
-                        f"wake {index}: task {wake.task_id} not found",
-                        field=f"wakes.{index}.task_id",
-                    )
+                    validate_request(requests[index])
+                except InvalidInputError as exc:
+                    raise for_wake(exc, index) from None
+                for kind, entity_id, get in (
+                    ("agent", wake.agent_id, office.get_agent),
+                    ("task", wake.task_id, office.get_task),
+                ):
+                    if entity_id is None or (kind, entity_id) in checked:
+                        continue
+                    try:
+                        found = get(entity_id).workspace_id == workspace_id
+                    except NotFoundError:
+                        found = False
+                    if not found:
+                        raise NotFoundError(
+                            f"wake {index}: {kind} {entity_id} not found",
+                            field=f"wakes.{index}.{kind}_id",
+                        )
+                    checked.add((kind, entity_id))
 
     @retry_if_connection_lost
     async def queue_run(

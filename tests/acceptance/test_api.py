@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from api_harness import Api, error_of, open_api
+from office_scheduler.domain.errors import BusyError
 from office_scheduler.store.engine import Database
 
 
@@ -469,3 +470,63 @@ def test_a_batch_holds_one_to_five_hundred_wakes(api: Api, count: int, field: st
         "POST", f"/api/v1/workspaces/{ws_id}/wakes", json={"wakes": [{"agent_id": agent}] * count}
     )
     assert (response.status_code, error_of(response)["field"]) == (422, field)
+
+
+@pytest.mark.parametrize(
+    ("wakes", "status", "field"),
+    [
+        (
+            [{"agent_id": "ghost"}, {"agent_id": "{agent}", "payload": {"x": "y" * 300_000}}],
+            404,
+            "wakes.0.agent_id",
+        ),
+        (
+            [{"agent_id": "{agent}", "payload": {"x": "y" * 300_000}}, {"agent_id": "ghost"}],
+            422,
+            "wakes.0.payload",
+        ),
+        (
+            [{"agent_id": "ghost"}, {"agent_id": "{agent}", "task_id": "nope"}],
+            404,
+            "wakes.0.agent_id",
+        ),
+        (
+            [{"agent_id": "{agent}", "task_id": "nope"}, {"agent_id": "ghost"}],
+            404,
+            "wakes.0.task_id",
+        ),
+    ],
+)
+def test_a_batch_error_names_the_first_bad_wake_in_the_order_sent(
+    api: Api, wakes: list[dict[str, object]], status: int, field: str
+) -> None:
+    ws_id = api.workspace()["id"]
+    agent = api.agent(ws_id, "zzz")["id"]  # sorts after "ghost"
+    body = [
+        {k: v.format(agent=agent) if isinstance(v, str) else v for k, v in w.items()} for w in wakes
+    ]
+    response = api.request("POST", f"/api/v1/workspaces/{ws_id}/wakes", json={"wakes": body})
+    assert (response.status_code, error_of(response)["field"]) == (status, field)
+
+
+def test_a_batch_that_keeps_meeting_concurrent_work_is_503_with_retry_after(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws_id = api.workspace()["id"]
+    agent = api.agent(ws_id)["id"]
+
+    async def busy(requests: object) -> object:
+        raise BusyError("send it again")
+
+    monkeypatch.setattr(api.service.intake, "enqueue_many", busy)
+    hooks = api.client.event_hooks
+    api.client.event_hooks = {"request": [], "response": []}  # this 5xx is the point
+    try:
+        response = api.request(
+            "POST", f"/api/v1/workspaces/{ws_id}/wakes", json={"wakes": [{"agent_id": agent}]}
+        )
+    finally:
+        api.client.event_hooks = hooks
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "1"
+    assert error_of(response)["code"] == "busy"

@@ -114,6 +114,25 @@ def test_a_database_file_that_cannot_be_opened_exits_2_with_one_line(home: Path)
     )
 
 
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("bogus://x", "unsupported database 'bogus'"),
+        ("garbage", "not a database URL: 'garbage'"),
+        ("postgresql+psycopg2://u@127.0.0.1:1/x", "unsupported database 'postgresql+psycopg2'"),
+        ("sqlite://relative.db", "a SQLite URL names a file after three slashes"),
+    ],
+)
+def test_a_database_url_of_the_wrong_form_exits_2_with_one_line(
+    home: Path, url: str, message: str
+) -> None:
+    result = run(home, "--db", url, "db", "upgrade")
+
+    assert result.exit_code == 2, result.output
+    assert one_line_error(result).startswith(f"office: {message}")
+    assert not (home / "relative.db").exists()
+
+
 def test_a_database_server_that_refuses_exits_1_with_one_line(home: Path) -> None:
     port = closed_port_url().rsplit(":", 1)[1]
 

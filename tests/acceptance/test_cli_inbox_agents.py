@@ -140,3 +140,25 @@ def test_wake_takes_an_agent_name_or_id(served: Served) -> None:
     missing = served.run("wake", "nobody", "--reason", "go")
     assert missing.exit_code == 1
     assert "no agent 'nobody'" in _one_line_error(missing)
+
+
+def test_wake_by_name_takes_the_workspace_when_there_are_several(served: Served) -> None:
+    other = served.api.workspace("elsewhere")["id"]
+    their_worker = served.api.agent(other, "worker-1")["id"]
+    ambiguous = served.run("wake", "worker-1")
+    assert ambiguous.exit_code == 2
+    assert "several workspaces" in _one_line_error(ambiguous)
+    named = served.json("wake", "worker-1", "--workspace", other)
+    assert named["wakeup"]["agent_id"] == their_worker
+    result = CliRunner().invoke(
+        office,
+        ["--api-url", served.url, "--json", "wake", "worker-1"],
+        env={
+            **CLEAN_ENV,
+            "OFFICE_HOME": str(served.home),
+            "OFFICE_TOKEN": served.api.admin_token,
+            "OFFICE_WORKSPACE_ID": served.ws,
+        },
+    )
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["wakeup"]["agent_id"] == served.worker

@@ -1,23 +1,24 @@
 """Scale-out: four ``office serve`` processes on one PostgreSQL schema, one SIGKILLed halfway.
 
 Real processes end to end (issue 10). A workload of 10,000 wakes over 200 agents is sent
-through the four servers' APIs — explicit wakes, Office tasks created with an assignee
+through the four servers' APIs — explicit wakes (in batches, ``POST /workspaces/{id}/wakes``,
+as an integration sending bursts would), Office tasks created with an assignee
 (``task_assigned``) and comments on them — paced over a 120-second window while five
 lightweight routines fire every minute (the window and the settling after it cross at least
 two minute boundaries). The office uses second-granularity settings: a 3-second coalescing
-hold and a 10-second cooldown per agent, so a busy agent's wakes gather in its queued run.
+hold and the default 10-second cooldown per agent, so a busy agent's wakes gather in its
+queued run; each agent session lasts 5 seconds (asleep, as a real agent takes a while).
 Halfway through the window, the process that holds maintenance leadership is killed with
-SIGKILL.
+SIGKILL, its agents still running.
 
 The window is a hard time box. On this two-core machine the test is CPU-bound (PostgreSQL,
-the four servers, their agent processes and the sending client share two cores, less than
-2 % idle while sending). Measured per API wake: about 13 ms of server CPU (HTTP included)
-and 7 ms in PostgreSQL; per run: about 36 ms of server CPU, 28 ms in PostgreSQL and 5 ms
-for the agent process. The servers take in 20-25 wakes a second, not the 83 a second that
-10,000 in two minutes needs. Whatever was sent is checked in full; fewer than
-:data:`MIN_SENT` fails the test. ``OFFICE_SCALE_SEND_S`` changes the window.
-Agents are fast shell scripts (``agents/scale_agent.sh``) that keep the chaos agent's lock
-records.
+the four servers, their agent processes and the sending client share two cores). Measured
+server + PostgreSQL CPU: about 5 ms per batched wake, 30 ms per comment or task, and about
+100 ms per run (claim, prompt, session, end); runs are bounded by the cooldown, not by the
+wakes. The servers take in 4,000-6,000 of the 10,000 wakes in the window here. Whatever was
+sent is checked in full; fewer than :data:`MIN_SENT` fails the test. ``OFFICE_SCALE_SEND_S``
+changes the window. Agents are shell scripts (``agents/scale_agent.sh``) that keep the chaos
+agent's lock records.
 
 Afterwards the chaos test's invariants hold (every wakeup request and run terminal, never two
 live sessions of one agent or run, no agent process left), every cron tick fired exactly
@@ -67,6 +68,9 @@ COALESCE_S = 3
 COOLDOWN_S = 10
 #: How long each agent session lasts (asleep: real agents take a while, and no CPU).
 SESSION_S = 5
+#: Longest the queue may take to drain after the window (each agent's task scopes run one
+#: after another, a session plus a cooldown each).
+SETTLE_S = 150
 #: Fewest requests the window must have carried for the run to count (see the docstring).
 MIN_SENT = 1000
 SCALE_AGENT = Path(__file__).parent / "agents" / "scale_agent.sh"
@@ -339,10 +343,11 @@ def test_four_processes_share_one_queue_and_survive_a_sigkill(
         print(f"\nscale-out: sent {dict(client.sent)} in {sent_for:.0f} s")
         assert victim is not None
         survivors = [node for node in nodes if node is not victim]
-        deadline = time.monotonic() + 90
+        settling = time.monotonic()
         while not _settled(store):
-            assert time.monotonic() < deadline, "the office did not settle"
+            assert time.monotonic() < settling + SETTLE_S, "the office did not settle"
             time.sleep(0.5)
+        print(f"scale-out: settled {time.monotonic() - settling:.0f} s after the window")
         ended = datetime.now(UTC)
         health = [client.healthz(node.url) for node in survivors]
         wakeups = _all(store.listing.list_wakeups)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -17,6 +18,7 @@ from office_scheduler.domain.status import (
     WakeSource,
     WorkflowKind,
 )
+from office_scheduler.store import queue_heads, run_transitions
 from office_scheduler.store.schema import runs
 
 LEASE = timedelta(seconds=60)
@@ -160,14 +162,14 @@ async def test_renewed_lease_is_not_recovered(office: Office) -> None:
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
-async def test_a_renewal_skips_a_run_another_transaction_holds_instead_of_waiting(
-    office: Office,
-) -> None:
-    """A renewal that waited on a locked run could close a lock cycle (a deadlock)."""
+async def test_a_renewal_never_holds_one_run_while_waiting_for_another(office: Office) -> None:
+    """The free run is renewed (and committed) while the held one is still waited for, so
+    the renewal cannot close a lock cycle; the held one is renewed once released."""
     held = await _queue(office, office.worker.id, title="a")
     free = await _queue(office, office.other_worker.id, title="b")
     assert {run.id for run in _claim(office)} == {held.id, free.id}
     office.clock.advance(timedelta(seconds=50))
+    renewed_until = office.clock.now() + LEASE
     with office.store.db.writer.connect() as other:
         other.execute(sa.select(runs.c.id).where(runs.c.id == held.id).with_for_update())
         renewal = threading.Thread(
@@ -176,10 +178,47 @@ async def test_a_renewal_skips_a_run_another_transaction_holds_instead_of_waitin
             kwargs={"node_id": "node-a", "now": office.clock.now(), "lease": LEASE},
         )
         renewal.start()
-        renewal.join(timeout=10)
-        waited = renewal.is_alive()
+        deadline = time.monotonic() + 10
+        while office.store.queue.get_run(free.id).lease_expires_at != renewed_until:
+            assert time.monotonic() < deadline, "the free run was not renewed"
+            time.sleep(0.02)
+        assert renewal.is_alive(), "the renewal should still wait for the held run"
+        assert office.store.queue.get_run(held.id).lease_expires_at != renewed_until
         other.rollback()  # the row lock is held until here
-        renewal.join()
-    assert not waited, "the renewal waited for the locked run"
+        renewal.join(timeout=10)
+    assert not renewal.is_alive()
+    assert office.store.queue.get_run(held.id).lease_expires_at == renewed_until
     office.clock.advance(timedelta(seconds=50))
-    assert office.store.queue.recover_expired_leases(now=office.clock.now()) == [held.id]
+    assert office.store.queue.recover_expired_leases(now=office.clock.now()) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+async def test_a_lease_renewed_while_recovery_looks_keeps_its_run_and_agent(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recovery reads expired runs again under the lock: a renewal committed between its
+    first look and its lock must keep the run (and its agent process) alive."""
+    run = await _queue(office, office.worker.id, title="a")
+    _claim(office)
+    office.clock.advance(LEASE + timedelta(seconds=1))
+    now = office.clock.now()
+    real_lock = queue_heads.lock_agents_of_runs
+    killed: list[list[int]] = []
+
+    def renew_then_lock(conn: sa.Connection, run_ids: list[int]) -> list[str]:
+        renewal = threading.Thread(
+            target=office.store.queue.renew_leases,
+            args=([run.id],),
+            kwargs={"node_id": "node-a", "now": now, "lease": LEASE},
+        )
+        renewal.start()  # the node renews just after recovery's first look
+        renewal.join(timeout=10)
+        return real_lock(conn, run_ids)
+
+    monkeypatch.setattr(run_transitions, "lock_agents_of_runs", renew_then_lock)
+    recovered = office.store.queue.recover_expired_leases(
+        now=now, before_requeue=lambda runs_: killed.append([r.id for r in runs_])
+    )
+    assert (recovered, killed) == ([], [])
+    assert office.store.queue.get_run(run.id).status is RunStatus.CLAIMED

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from helpers import Office
-from office_scheduler.domain.errors import NotFoundError
+from office_scheduler.domain.errors import BusyError, InvalidInputError, NotFoundError
 from office_scheduler.domain.models import Run, WakeRequest, WorkspaceSettings
 from office_scheduler.domain.status import (
     Classification,
@@ -403,3 +403,30 @@ async def test_a_batch_failing_for_another_reason_is_not_sent_again(
     with pytest.raises(sa.exc.OperationalError):
         await intake.enqueue_many([_event(office, office.worker.id)])
     assert calls == [1]
+
+
+async def test_a_batch_deadlocked_three_times_is_refused_as_busy(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    intake = office.service.intake
+    calls: list[int] = []
+
+    def always_deadlocked(requests: list[WakeRequest]) -> object:
+        calls.append(len(requests))
+        raise sa.exc.OperationalError("UPDATE", {}, psycopg.errors.DeadlockDetected("cycle"))
+
+    monkeypatch.setattr(intake, "persist_many", always_deadlocked)
+    with pytest.raises(BusyError) as raised:
+        await intake.enqueue_many([_event(office, office.worker.id)])
+    assert calls == [1, 1, 1]
+    assert raised.value.retry_after_s == 1
+
+
+async def test_a_batch_holds_at_most_fifty_wakes_per_agent(office: Office) -> None:
+    fifty = [_event(office, office.worker.id) for _ in range(50)]
+    assert len(await office.service.intake.enqueue_many(fifty)) == 50
+    with pytest.raises(InvalidInputError) as raised:
+        await office.service.intake.enqueue_many([*fifty, _event(office, office.worker.id)])
+    assert raised.value.field == "wakes"
+    assert "51 for agent" in raised.value.message
+    assert _count(office, wakeup_requests) == 50

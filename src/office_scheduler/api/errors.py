@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from office_scheduler.domain.errors import (
     AuthError,
+    BusyError,
     ConfigurationError,
     ConflictError,
     DatabaseLockedError,
@@ -48,6 +49,7 @@ STATUS_BY_ERROR: tuple[tuple[type[OfficeError], int], ...] = (
     (ForbiddenError, 403),
     (ConfigurationError, 422),
     (DatabaseLockedError, 503),
+    (BusyError, 503),
 )
 #: Where request inputs come from; not part of the reported field name.
 _LOCATIONS = frozenset({"body", "query", "path", "header", "cookie"})
@@ -85,7 +87,11 @@ def field_of(location: Sequence[Any]) -> str | None:
 
 async def _office_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, OfficeError)
-    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, AuthError) else None
+    headers = None
+    if isinstance(exc, AuthError):
+        headers = {"WWW-Authenticate": "Bearer"}
+    elif isinstance(exc, BusyError):
+        headers = {"Retry-After": str(exc.retry_after_s)}
     return error_response(status_of(exc), exc.code, exc.message, exc.field, headers=headers)
 
 

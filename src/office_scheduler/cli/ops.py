@@ -10,6 +10,7 @@ import click
 from office_scheduler.cli.agents import resolve_agent
 from office_scheduler.cli.client import api, api_path, with_agent_names
 from office_scheduler.cli.state import CliError, details, emit, json_option, state, table
+from office_scheduler.cli.tasks import WORKSPACE_OPTION
 from office_scheduler.domain.status import RunStatus, WakeSource, WakeupStatus
 
 RUN_COLUMNS = [
@@ -72,6 +73,7 @@ def _payload(text: str | None) -> dict[str, Any]:
 @click.option("--task", "task_id", help="The task the wake is about.")
 @click.option("--payload", help="Extra JSON object for the agent's prompt.")
 @click.option("--idempotency-key", help="Duplicates of a key are ignored.")
+@WORKSPACE_OPTION
 @json_option
 def wake(
     agent: str,
@@ -79,8 +81,9 @@ def wake(
     task_id: str | None,
     payload: str | None,
     idempotency_key: str | None,
+    workspace: str | None,
 ) -> None:
-    """Wake AGENT (an id or a name), or `self` for the calling agent (OFFICE_AGENT_ID)."""
+    """Wake AGENT: an id, a name in --workspace, or `self` (OFFICE_AGENT_ID)."""
     if agent == "self":
         agent = state().environ.get("OFFICE_AGENT_ID", "")
         if not agent:
@@ -93,7 +96,7 @@ def wake(
     }
     with api() as client:
         if agent != state().environ.get("OFFICE_AGENT_ID"):
-            agent = resolve_agent(client, agent, None)  # names too, like `office agent show`
+            agent = resolve_agent(client, agent, workspace)  # names too, like `agent show`
         result = client.post(api_path("agents", agent, "wake"), body)
 
     def render() -> None:

@@ -55,6 +55,20 @@ class ConfigurationError(OfficeError):
     code = "configuration"
 
 
+class BusyError(OfficeError):
+    """Nothing was written because of concurrent work; the same request may be sent again.
+
+    Attributes:
+        retry_after_s: a suggested wait before sending it again, in seconds.
+    """
+
+    code = "busy"
+
+    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class DatabaseLockedError(OfficeError):
     """Another scheduler process already runs the loops against this SQLite file."""
 

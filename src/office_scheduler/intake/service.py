@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -11,7 +13,7 @@ from typing import Protocol
 import structlog
 
 from office_scheduler.clock import Clock
-from office_scheduler.domain.errors import InvalidInputError, OfficeError
+from office_scheduler.domain.errors import BusyError, InvalidInputError, OfficeError
 from office_scheduler.domain.events import Event, WakeupReceived
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.status import IntakeOutcome
@@ -29,6 +31,9 @@ MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_KEY_CHARS = 500
 #: A batch PostgreSQL rolled back to break a deadlock is sent again, at most this often.
 _DEADLOCK_ATTEMPTS = 3
+#: Most wakes one batch may carry for one agent. Each merges into the same run, whose
+#: context is rewritten every time, and the agent stays locked until the batch commits.
+MAX_BATCH_WAKES_PER_AGENT = 50
 
 
 def validate_request(request: WakeRequest) -> None:
@@ -52,6 +57,46 @@ def validate_request(request: WakeRequest) -> None:
             "idempotency_key must be a non-empty string of at most 500 characters",
             field="idempotency_key",
         )
+
+
+def check_wakes_per_agent(requests: Sequence[WakeRequest]) -> None:
+    """Refuse a batch with more than :data:`MAX_BATCH_WAKES_PER_AGENT` wakes for one agent.
+
+    Raises:
+        InvalidInputError: field ``wakes``; the message names the agent and the count.
+    """
+    per_agent = Counter(request.agent_id for request in requests)
+    agent_id, most = per_agent.most_common(1)[0] if per_agent else ("", 0)
+    if most > MAX_BATCH_WAKES_PER_AGENT:
+        raise InvalidInputError(
+            f"at most {MAX_BATCH_WAKES_PER_AGENT} wakes per agent in one batch "
+            f"({most} for agent {agent_id}): send them in several batches",
+            field="wakes",
+        )
+
+
+def validate_batch(requests: Sequence[WakeRequest]) -> None:
+    """Check every wake of a batch, in the order sent, before anything is written.
+
+    Raises:
+        InvalidInputError: a wake fails :func:`validate_request` (field
+            ``wakes.<i>.<field>``), or the batch holds more than
+            :data:`MAX_BATCH_WAKES_PER_AGENT` wakes for one agent (field ``wakes``).
+    """
+    check_wakes_per_agent(requests)
+    for index, request in enumerate(requests):
+        try:
+            validate_request(request)
+        except InvalidInputError as exc:
+            raise for_wake(exc, index) from None
+
+
+def for_wake(exc: OfficeError, index: int) -> OfficeError:
+    """``exc`` re-aimed at wake ``index`` of a batch (field ``wakes.<index>.…``)."""
+    exc.field = f"wakes.{index}" + (f".{exc.field}" if exc.field else "")
+    exc.message = f"wake {index}: {exc.message}"
+    exc.args = (exc.message,)
+    return exc
 
 
 Publish = Callable[[Event], Awaitable[None]]
@@ -112,6 +157,9 @@ class Intake:
             InvalidInputError: see :func:`validate_request`.
         """
         validate_request(request)
+        return self._persist_valid(request)
+
+    def _persist_valid(self, request: WakeRequest) -> IntakeResult:
         # A wake without a hold (user wakes, fire now) needs no settings read.
         hold = self._store.office.coalesce_window(request.workspace_id) if request.hold else ZERO
         return self._store.queue.enqueue(
@@ -127,13 +175,17 @@ class Intake:
         earlier one created, exactly as separate calls would.
 
         A batch PostgreSQL rolls back to break a deadlock (it holds many agents' locks at
-        once) is run again, up to three times in all.
+        once) is run again after a short pause, up to three times in all.
 
         Raises:
-            NotFoundError, InvalidInputError: as :meth:`enqueue`, for the first bad wake;
+            InvalidInputError: see :func:`validate_batch` (checked before anything is
+                written, in the order sent).
+            BusyError: PostgreSQL broke a deadlock three times; nothing was written.
+            NotFoundError: as :meth:`enqueue`, for a wake whose agent is gone;
                 the error's ``field`` is prefixed with ``wakes.<i>.`` (``i`` its index) and
                 nothing of the batch is written.
         """
+        validate_batch(requests)
         results = await self._persist_many_retrying_deadlocks(requests)
         for request, result in zip(requests, results, strict=True):
             await self.announce(request, result)
@@ -147,13 +199,21 @@ class Intake:
             try:
                 return await asyncio.to_thread(self.persist_many, requests)
             except Exception as exc:
-                if not is_deadlock(exc) or attempt == _DEADLOCK_ATTEMPTS:
+                if not is_deadlock(exc):
                     raise
+                if attempt == _DEADLOCK_ATTEMPTS:
+                    raise BusyError(
+                        "the batch met concurrent work three times and nothing was written: "
+                        "send it again"
+                    ) from exc
             log.warning("wake_batch_deadlock_retrying", attempt=attempt, wakes=len(requests))
+            await asyncio.sleep(0.05 * attempt * random.uniform(0.5, 1.5))
             attempt += 1
 
     def persist_many(self, requests: Sequence[WakeRequest]) -> list[IntakeResult]:
         """The database half of :meth:`enqueue_many`, blocking; call it from a worker thread.
+
+        ``requests`` must have passed :func:`validate_batch`.
 
         Agents are locked in the order of their ids, whatever the order of ``requests``, so
         two batches over the same agents cannot deadlock on PostgreSQL.
@@ -163,12 +223,9 @@ class Intake:
         with self._store.db.transaction():
             for index in by_agent:
                 try:
-                    results[index] = self.persist(requests[index])
+                    results[index] = self._persist_valid(requests[index])
                 except OfficeError as exc:
-                    exc.field = f"wakes.{index}" + (f".{exc.field}" if exc.field else "")
-                    exc.message = f"wake {index}: {exc.message}"
-                    exc.args = (exc.message,)
-                    raise
+                    raise for_wake(exc, index) from None
         return [results[index] for index in range(len(requests))]
 
     async def announce(self, request: WakeRequest, result: IntakeResult) -> None:

@@ -22,6 +22,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
+from office_scheduler.domain.errors import InvalidInputError
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 #: TCP keepalives of PostgreSQL connections that live long (listener, leadership lock): a
 #: peer that vanished without closing the socket is noticed within about 25 seconds.
@@ -88,6 +90,39 @@ def normalise_url(url: str) -> str:
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
     return url
+
+
+#: SQLAlchemy driver names this product runs on (``postgresql://`` is normalised to psycopg).
+_DRIVERS = frozenset({"sqlite", "sqlite+pysqlite", "postgresql+psycopg"})
+_URL_FORMS = "use sqlite:///PATH or postgresql://USER@HOST/DATABASE"
+
+
+def _supported_url(url: str) -> sa.engine.URL:
+    """``url`` parsed, if it names a database this product runs on.
+
+    Raises:
+        InvalidInputError: empty, unparseable, another database or driver, or a SQLite
+            URL with a host part (``sqlite://file.db`` instead of ``sqlite:///file.db``).
+    """
+    if not url.strip():
+        raise InvalidInputError(f"the database URL is empty: {_URL_FORMS}", field="database_url")
+    try:
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        raise InvalidInputError(
+            f"not a database URL: {url!r}: {_URL_FORMS}", field="database_url"
+        ) from None
+    if parsed.drivername not in _DRIVERS:
+        raise InvalidInputError(
+            f"unsupported database {parsed.drivername!r}: {_URL_FORMS}", field="database_url"
+        )
+    if parsed.get_backend_name() == "sqlite" and (parsed.host or not parsed.database):
+        raise InvalidInputError(
+            f"a SQLite URL names a file after three slashes, as in sqlite:///office.db "
+            f"(got {url!r})",
+            field="database_url",
+        )
+    return parsed
 
 
 def _sqlite_engine(url: str, *, begin: str, pool_size: int) -> Engine:
@@ -337,10 +372,10 @@ def open_database(
         schema: PostgreSQL schema to use as ``search_path`` (tests isolate themselves this way).
 
     Raises:
-        ValueError: the URL names a database this product does not support.
+        InvalidInputError: the URL is not one of the forms above (field ``database_url``).
     """
     url = normalise_url(url)
-    parsed = sa.engine.make_url(url)
+    parsed = _supported_url(url)
     name = parsed.get_backend_name()
     overflow = pool_size if max_overflow is None else max_overflow
     if name == "sqlite":
@@ -367,4 +402,4 @@ def open_database(
             libpq_options=options,
             schema=in_schema,
         )
-    raise ValueError(f"unsupported database {name!r}: use sqlite:/// or postgresql://")
+    raise AssertionError(f"unreachable: {name!r} passed _supported_url")

@@ -302,28 +302,36 @@ class RunTransitions:
     ) -> None:
         """Extend the leases this node holds on ``run_ids``.
 
-        On PostgreSQL a run whose row another transaction holds right now (an intake
-        merging into it, its own start or end) is skipped (``SKIP LOCKED``), not waited
-        for: renewals come every third of the lease, so the next one catches it, and a
-        renewal that never waits can never be part of a deadlock.
+        One statement renews every run no other transaction holds right now (``SKIP
+        LOCKED`` on PostgreSQL); each run that was held (an intake merging into it, its own
+        start or end) is then renewed in a statement of its own, which waits for it. A
+        renewal therefore never holds one run while waiting for another, so it cannot
+        close a lock cycle (a deadlock), and no run misses its renewal.
         """
         if not run_ids:
             return
-        mine = (
-            sa.select(runs.c.id)
-            .where(
-                runs.c.id.in_(list(run_ids)),
-                runs.c.claimed_by == node_id,
-                runs.c.status.in_(LIVE_RUN_STATUSES),
-            )
-            .with_for_update(skip_locked=True)
-        )
+        mine = [
+            runs.c.id.in_(list(run_ids)),
+            runs.c.claimed_by == node_id,
+            runs.c.status.in_(LIVE_RUN_STATUSES),
+        ]
+        free = sa.select(runs.c.id).where(*mine).with_for_update(skip_locked=True)
         with self._db.write() as conn:
-            conn.execute(
-                sa.update(runs)
-                .where(runs.c.id.in_(mine.scalar_subquery()))
-                .values(lease_expires_at=now + lease)
+            renewed = set(
+                conn.execute(
+                    sa.update(runs)
+                    .where(runs.c.id.in_(free.scalar_subquery()))
+                    .values(lease_expires_at=now + lease)
+                    .returning(runs.c.id)
+                ).scalars()
             )
+        for run_id in sorted(set(run_ids) - renewed):
+            with self._db.write() as conn:
+                conn.execute(
+                    sa.update(runs)
+                    .where(runs.c.id == run_id, *mine[1:])
+                    .values(lease_expires_at=now + lease)
+                )
 
     def recover_expired_leases(
         self,
@@ -342,12 +350,23 @@ class RunTransitions:
                 any of them can be claimed again (the scheduler kills their orphaned
                 agent processes there, so a run never executes twice at once).
         """
-        query = sa.select(runs).where(
-            runs.c.status.in_(LIVE_RUN_STATUSES), runs.c.lease_expires_at < now
-        )
+        expired_lease = [runs.c.status.in_(LIVE_RUN_STATUSES), runs.c.lease_expires_at < now]
         if alive:
-            query = query.where(runs.c.id.not_in(list(alive)))
+            expired_lease.append(runs.c.id.not_in(list(alive)))
         with self._db.write() as conn:
+            candidates = list(conn.execute(sa.select(runs.c.id).where(*expired_lease)).scalars())
+            if not candidates:
+                return []
+            # Agents first, then their runs (the order intake and the claim lock in), and
+            # the runs read again under the lock: a renewal committed since the first look
+            # keeps its run, and its agent process, alive.
+            lock_agents_of_runs(conn, candidates)
+            query = (
+                sa.select(runs)
+                .where(runs.c.id.in_(candidates), *expired_lease)
+                .order_by(runs.c.id)
+                .with_for_update()
+            )
             expired = [run_from_row(row) for row in conn.execute(query).mappings()]
             if not expired:
                 return []
