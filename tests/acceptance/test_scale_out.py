@@ -75,7 +75,7 @@ SETTLE_S = 150
 MIN_SENT = 1000
 SCALE_AGENT = Path(__file__).parent / "agents" / "scale_agent.sh"
 TUNING = {
-    "OFFICE_LEASE_S": "5",
+    "OFFICE_LEASE_S": "10",
     "OFFICE_MAINTENANCE_INTERVAL_S": "2",
     "OFFICE_SAFETY_TICK_S": "1",
     "OFFICE_SHUTDOWN_GRACE_S": "2",
