@@ -447,30 +447,26 @@ class Service:
         (``wakes.<i>.payload``, ``wakes.<i>.agent_id``, ``wakes.<i>.task_id``...).
         """
         check_wakes_per_agent(requests)
-        checked: set[tuple[str, str]] = set()
         office = self.store.office
         with self.store.db.snapshot():
-            for index, wake in enumerate(wakes):
-                try:
-                    validate_request(requests[index])
-                except InvalidInputError as exc:
-                    raise for_wake(exc, index) from None
-                for kind, entity_id, get in (
-                    ("agent", wake.agent_id, office.get_agent),
-                    ("task", wake.task_id, office.get_task),
-                ):
-                    if entity_id is None or (kind, entity_id) in checked:
-                        continue
-                    try:
-                        found = get(entity_id).workspace_id == workspace_id
-                    except NotFoundError:
-                        found = False
-                    if not found:
-                        raise NotFoundError(
-                            f"wake {index}: {kind} {entity_id} not found",
-                            field=f"wakes.{index}.{kind}_id",
-                        )
-                    checked.add((kind, entity_id))
+            agent_ids = office.agent_ids_in(workspace_id, {wake.agent_id for wake in wakes})
+            task_ids = office.task_ids_in(
+                workspace_id, {wake.task_id for wake in wakes if wake.task_id is not None}
+            )
+        for index, wake in enumerate(wakes):
+            try:
+                validate_request(requests[index])
+            except InvalidInputError as exc:
+                raise for_wake(exc, index) from None
+            for kind, entity_id, present in (
+                ("agent", wake.agent_id, agent_ids),
+                ("task", wake.task_id, task_ids),
+            ):
+                if entity_id is not None and entity_id not in present:
+                    raise NotFoundError(
+                        f"wake {index}: {kind} {entity_id} not found",
+                        field=f"wakes.{index}.{kind}_id",
+                    )
 
     @retry_if_connection_lost
     async def queue_run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -193,6 +194,16 @@ class AgentMethods:
         """
         with self._db.read() as conn:
             return agent_from_row(_agent_row(conn, agent_id))
+
+    def agent_ids_in(self, workspace_id: str, agent_ids: Collection[str]) -> set[str]:
+        """Which of ``agent_ids`` are agents of ``workspace_id`` (one query)."""
+        if not agent_ids:
+            return set()
+        query = sa.select(agents.c.id).where(
+            agents.c.workspace_id == workspace_id, agents.c.id.in_(list(agent_ids))
+        )
+        with self._db.read() as conn:
+            return {str(agent_id) for agent_id in conn.execute(query).scalars()}
 
     def find_agent(self, agent_id: str) -> Agent | None:
         """Return the agent ``agent_id``, or ``None``."""

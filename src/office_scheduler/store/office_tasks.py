@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -169,6 +169,16 @@ class TaskMethods:
                     ],
                 )
             return get_task_in(conn, task_id)
+
+    def task_ids_in(self, workspace_id: str, task_ids: Collection[str]) -> set[str]:
+        """Which of ``task_ids`` are tasks of ``workspace_id`` (one query)."""
+        if not task_ids:
+            return set()
+        query = sa.select(tasks.c.id).where(
+            tasks.c.workspace_id == workspace_id, tasks.c.id.in_(list(task_ids))
+        )
+        with self._db.read() as conn:
+            return {str(task_id) for task_id in conn.execute(query).scalars()}
 
     def get_task(self, task_id: str) -> Task:
         """Return the task ``task_id``.
