@@ -32,12 +32,7 @@ from office_scheduler.events.activity import ActivitySubscribers
 from office_scheduler.events.bus import EventBus
 from office_scheduler.events.office import OfficeSubscribers
 from office_scheduler.executors.base import Executor
-from office_scheduler.intake.service import (
-    Intake,
-    check_wakes_per_agent,
-    for_wake,
-    validate_request,
-)
+from office_scheduler.intake.service import Intake, for_wake
 from office_scheduler.office.service import OfficeService
 from office_scheduler.pipeline.context import PipelineDeps, RunContext, Step, compose
 from office_scheduler.pipeline.steps import DEFAULT_STEPS
@@ -421,9 +416,7 @@ class Service:
             try:
                 key = _scoped_key(f"{WakeSource.USER.value}:{wake.agent_id}", wake.idempotency_key)
             except InvalidInputError as exc:
-                raise InvalidInputError(
-                    f"wake {index}: {exc.message}", field=f"wakes.{index}.idempotency_key"
-                ) from None
+                raise for_wake(exc, index) from None
             requests.append(
                 WakeRequest(
                     workspace_id=workspace_id,
@@ -435,38 +428,7 @@ class Service:
                     hold=False,
                 )
             )
-        await asyncio.to_thread(self._check_batch, workspace_id, wakes, requests)
         return await self.intake.enqueue_many(requests)
-
-    def _check_batch(
-        self, workspace_id: str, wakes: Sequence[Wake], requests: Sequence[WakeRequest]
-    ) -> None:
-        """Blocking: each wake is valid and its agent and task are in ``workspace_id``.
-
-        Checked wake by wake in the order sent, so the error names the first bad wake
-        (``wakes.<i>.payload``, ``wakes.<i>.agent_id``, ``wakes.<i>.task_id``...).
-        """
-        check_wakes_per_agent(requests)
-        office = self.store.office
-        with self.store.db.snapshot():
-            agent_ids = office.agent_ids_in(workspace_id, {wake.agent_id for wake in wakes})
-            task_ids = office.task_ids_in(
-                workspace_id, {wake.task_id for wake in wakes if wake.task_id is not None}
-            )
-        for index, wake in enumerate(wakes):
-            try:
-                validate_request(requests[index])
-            except InvalidInputError as exc:
-                raise for_wake(exc, index) from None
-            for kind, entity_id, present in (
-                ("agent", wake.agent_id, agent_ids),
-                ("task", wake.task_id, task_ids),
-            ):
-                if entity_id is not None and entity_id not in present:
-                    raise NotFoundError(
-                        f"wake {index}: {kind} {entity_id} not found",
-                        field=f"wakes.{index}.{kind}_id",
-                    )
 
     @retry_if_connection_lost
     async def queue_run(

@@ -13,7 +13,7 @@ from typing import Protocol
 import structlog
 
 from office_scheduler.clock import Clock
-from office_scheduler.domain.errors import BusyError, InvalidInputError, OfficeError
+from office_scheduler.domain.errors import BusyError, InvalidInputError, NotFoundError, OfficeError
 from office_scheduler.domain.events import Event, WakeupReceived
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.status import IntakeOutcome
@@ -57,38 +57,6 @@ def validate_request(request: WakeRequest) -> None:
             "idempotency_key must be a non-empty string of at most 500 characters",
             field="idempotency_key",
         )
-
-
-def check_wakes_per_agent(requests: Sequence[WakeRequest]) -> None:
-    """Refuse a batch with more than :data:`MAX_BATCH_WAKES_PER_AGENT` wakes for one agent.
-
-    Raises:
-        InvalidInputError: field ``wakes``; the message names the agent and the count.
-    """
-    per_agent = Counter(request.agent_id for request in requests)
-    agent_id, most = per_agent.most_common(1)[0] if per_agent else ("", 0)
-    if most > MAX_BATCH_WAKES_PER_AGENT:
-        raise InvalidInputError(
-            f"at most {MAX_BATCH_WAKES_PER_AGENT} wakes per agent in one batch "
-            f"({most} for agent {agent_id}): send them in several batches",
-            field="wakes",
-        )
-
-
-def validate_batch(requests: Sequence[WakeRequest]) -> None:
-    """Check every wake of a batch, in the order sent, before anything is written.
-
-    Raises:
-        InvalidInputError: a wake fails :func:`validate_request` (field
-            ``wakes.<i>.<field>``), or the batch holds more than
-            :data:`MAX_BATCH_WAKES_PER_AGENT` wakes for one agent (field ``wakes``).
-    """
-    check_wakes_per_agent(requests)
-    for index, request in enumerate(requests):
-        try:
-            validate_request(request)
-        except InvalidInputError as exc:
-            raise for_wake(exc, index) from None
 
 
 def for_wake(exc: OfficeError, index: int) -> OfficeError:
@@ -178,14 +146,11 @@ class Intake:
         once) is run again after a short pause, up to three times in all.
 
         Raises:
-            InvalidInputError: see :func:`validate_batch` (checked before anything is
-                written, in the order sent).
+            InvalidInputError, NotFoundError: see :meth:`check_batch` (checked before
+                anything is written); nothing of the batch is written.
             BusyError: PostgreSQL broke a deadlock three times; nothing was written.
-            NotFoundError: as :meth:`enqueue`, for a wake whose agent is gone;
-                the error's ``field`` is prefixed with ``wakes.<i>.`` (``i`` its index) and
-                nothing of the batch is written.
         """
-        validate_batch(requests)
+        await asyncio.to_thread(self.check_batch, requests)
         results = await self._persist_many_retrying_deadlocks(requests)
         for request, result in zip(requests, results, strict=True):
             await self.announce(request, result)
@@ -210,10 +175,52 @@ class Intake:
             await asyncio.sleep(0.05 * attempt * random.uniform(0.5, 1.5))
             attempt += 1
 
+    def check_batch(self, requests: Sequence[WakeRequest]) -> None:
+        """Check a batch before anything is written; blocking (two reads per workspace).
+
+        Wake by wake, in the order sent, so an error names the first bad wake.
+
+        Raises:
+            InvalidInputError: more than :data:`MAX_BATCH_WAKES_PER_AGENT` wakes for one
+                agent (field ``wakes``), or a wake failing :func:`validate_request`
+                (field ``wakes.<i>.<field>``).
+            NotFoundError: a wake's agent or task is not in its workspace (field
+                ``wakes.<i>.agent_id`` or ``wakes.<i>.task_id``).
+        """
+        if not requests:
+            return
+        agent_id, most = Counter(r.agent_id for r in requests).most_common(1)[0]
+        if most > MAX_BATCH_WAKES_PER_AGENT:
+            raise InvalidInputError(
+                f"at most {MAX_BATCH_WAKES_PER_AGENT} wakes per agent in one batch "
+                f"({most} for agent {agent_id}): send them in several batches",
+                field="wakes",
+            )
+        office = self._store.office
+        present: set[tuple[str, str, str]] = set()  # (workspace, kind, id)
+        with self._store.db.snapshot():
+            for workspace_id in {r.workspace_id for r in requests}:
+                mine = [r for r in requests if r.workspace_id == workspace_id]
+                agents = office.agent_ids_in(workspace_id, {r.agent_id for r in mine})
+                tasks = office.task_ids_in(workspace_id, {r.task_id for r in mine if r.task_id})
+                present |= {(workspace_id, "agent", agent) for agent in agents}
+                present |= {(workspace_id, "task", task) for task in tasks}
+        for index, request in enumerate(requests):
+            try:
+                validate_request(request)
+            except InvalidInputError as exc:
+                raise for_wake(exc, index) from None
+            for kind, entity_id in (("agent", request.agent_id), ("task", request.task_id)):
+                if entity_id is not None and (request.workspace_id, kind, entity_id) not in present:
+                    raise NotFoundError(
+                        f"wake {index}: {kind} {entity_id} not found",
+                        field=f"wakes.{index}.{kind}_id",
+                    )
+
     def persist_many(self, requests: Sequence[WakeRequest]) -> list[IntakeResult]:
         """The database half of :meth:`enqueue_many`, blocking; call it from a worker thread.
 
-        ``requests`` must have passed :func:`validate_batch`.
+        ``requests`` must have passed :meth:`check_batch`.
 
         Agents are locked in the order of their ids, whatever the order of ``requests``, so
         two batches over the same agents cannot deadlock on PostgreSQL.

@@ -22,7 +22,7 @@ from office_scheduler.store.agent_rules import permission_policy as _policy
 from office_scheduler.store.engine import Database
 from office_scheduler.store.ids import new_id
 from office_scheduler.store.notify import notify_wake
-from office_scheduler.store.office_common import workspace_row
+from office_scheduler.store.office_common import ids_in_workspace, workspace_row
 from office_scheduler.store.queue_common import lock_agent
 from office_scheduler.store.routines import install_heartbeat
 from office_scheduler.store.rows import agent_from_row
@@ -197,13 +197,8 @@ class AgentMethods:
 
     def agent_ids_in(self, workspace_id: str, agent_ids: Collection[str]) -> set[str]:
         """Which of ``agent_ids`` are agents of ``workspace_id`` (one query)."""
-        if not agent_ids:
-            return set()
-        query = sa.select(agents.c.id).where(
-            agents.c.workspace_id == workspace_id, agents.c.id.in_(list(agent_ids))
-        )
         with self._db.read() as conn:
-            return {str(agent_id) for agent_id in conn.execute(query).scalars()}
+            return ids_in_workspace(conn, agents, workspace_id, agent_ids)
 
     def find_agent(self, agent_id: str) -> Agent | None:
         """Return the agent ``agent_id``, or ``None``."""

@@ -5,7 +5,7 @@ Everything here runs on the connection of one office store method's transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -96,6 +96,18 @@ def get_task_in(conn: Connection, task_id: str, *, field: str = "task_id") -> Ta
     if task is None:
         raise NotFoundError(f"task {task_id} not found", field=field)
     return task
+
+
+def ids_in_workspace(
+    conn: Connection, table: sa.Table, workspace_id: str, ids: Collection[str]
+) -> set[str]:
+    """Which of ``ids`` are rows of ``table`` (agents, tasks...) in ``workspace_id``."""
+    if not ids:
+        return set()
+    query = sa.select(table.c.id).where(
+        table.c.workspace_id == workspace_id, table.c.id.in_(list(ids))
+    )
+    return {str(row_id) for row_id in conn.execute(query).scalars()}
 
 
 def workspace_row(conn: Connection, workspace_id: str) -> Row:

@@ -16,6 +16,7 @@ from office_scheduler.store.ids import new_id
 from office_scheduler.store.office_common import (
     find_task_in,
     get_task_in,
+    ids_in_workspace,
     load_tasks,
     require_in_workspace,
     task_select,
@@ -172,13 +173,8 @@ class TaskMethods:
 
     def task_ids_in(self, workspace_id: str, task_ids: Collection[str]) -> set[str]:
         """Which of ``task_ids`` are tasks of ``workspace_id`` (one query)."""
-        if not task_ids:
-            return set()
-        query = sa.select(tasks.c.id).where(
-            tasks.c.workspace_id == workspace_id, tasks.c.id.in_(list(task_ids))
-        )
         with self._db.read() as conn:
-            return {str(task_id) for task_id in conn.execute(query).scalars()}
+            return ids_in_workspace(conn, tasks, workspace_id, task_ids)
 
     def get_task(self, task_id: str) -> Task:
         """Return the task ``task_id``.

@@ -310,12 +310,12 @@ class RunTransitions:
         """
         if not run_ids:
             return
-        mine = [
-            runs.c.id.in_(list(run_ids)),
-            runs.c.claimed_by == node_id,
-            runs.c.status.in_(LIVE_RUN_STATUSES),
-        ]
-        free = sa.select(runs.c.id).where(*mine).with_for_update(skip_locked=True)
+        held_by_us = [runs.c.claimed_by == node_id, runs.c.status.in_(LIVE_RUN_STATUSES)]
+        free = (
+            sa.select(runs.c.id)
+            .where(runs.c.id.in_(list(run_ids)), *held_by_us)
+            .with_for_update(skip_locked=True)
+        )
         with self._db.write() as conn:
             renewed = set(
                 conn.execute(
@@ -329,7 +329,7 @@ class RunTransitions:
             with self._db.write() as conn:
                 conn.execute(
                     sa.update(runs)
-                    .where(runs.c.id == run_id, *mine[1:])
+                    .where(runs.c.id == run_id, *held_by_us)
                     .values(lease_expires_at=now + lease)
                 )
 
