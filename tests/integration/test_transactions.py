@@ -7,6 +7,7 @@ import collections
 import sqlite3
 import threading
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -18,6 +19,7 @@ from office_scheduler.domain.models import WorkspaceSettings
 from office_scheduler.domain.routines import RoutineRunStatus
 from office_scheduler.domain.status import RunReason, RunStatus, WakeSource
 from office_scheduler.pipeline.context import RunContext
+from office_scheduler.store import engine, migrate
 from office_scheduler.store.engine import Database
 from office_scheduler.store.office import OfficeStore
 from office_scheduler.store.schema import sessions
@@ -263,3 +265,61 @@ async def test_a_routine_dispatch_retried_after_a_lost_commit_acknowledgement_st
     assert [(w.agent_id, w.source, w.task_id) for w in wakeups] == [
         (office.worker.id, WakeSource.TASK_ASSIGNED, dispatched.linked_task_id)
     ]
+
+
+def test_sqlite_writers_of_one_process_queue_on_a_lock_not_on_the_busy_handler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, now: datetime
+) -> None:
+    """Threads of one process take turns at SQLite's single write lock in Python.
+
+    With no busy timeout at all, a thread that met another's open write transaction at
+    ``BEGIN IMMEDIATE`` would fail at once ("database is locked"); SQLite's busy handler
+    otherwise sleeps in steps of up to 100 ms. Every one of these writes must go through.
+    """
+    monkeypatch.setattr(engine, "SQLITE_BUSY_TIMEOUT_MS", 0)
+    db = engine.open_database(f"sqlite:///{tmp_path}/office.db")
+    migrate.upgrade(db)
+    store = OfficeStore(db)
+    errors: list[Exception] = []
+    start = threading.Barrier(4)
+
+    def write(n: int) -> None:
+        start.wait()
+        for i in range(25):
+            try:
+                _create(store, f"w{n}-{i}", now)
+            except Exception as exc:  # collected for the assertion
+                errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    written = _names(store)
+    db.dispose()
+    assert errors == []
+    assert len(written) == 100
+
+
+def test_the_sqlite_writer_lock_is_held_for_the_whole_transaction(tmp_path: Path) -> None:
+    db = engine.open_database(f"sqlite:///{tmp_path}/office.db")
+    migrate.upgrade(db)
+    held: list[bool] = []
+
+    lock = db.writer_lock
+    assert lock is not None
+
+    def try_lock() -> None:
+        acquired = lock.acquire(blocking=False)
+        held.append(not acquired)
+        if acquired:
+            lock.release()
+
+    with db.transaction():
+        other = threading.Thread(target=try_lock)
+        other.start()
+        other.join(timeout=30)
+    try_lock()
+    db.dispose()
+    assert held == [True, False]

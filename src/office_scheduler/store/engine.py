@@ -2,7 +2,8 @@
 
 SQLite: WAL, ``synchronous=FULL`` (a committed wake survives power loss), a busy timeout,
 foreign keys on, and every write transaction opened with ``BEGIN IMMEDIATE`` so that
-concurrent writers wait for the lock instead of failing on a stale snapshot. Readers use a
+concurrent writers wait for the lock instead of failing on a stale snapshot (the threads of
+one process wait on a Python lock first: :attr:`Database.writer_lock`). Readers use a
 second engine that opens plain deferred transactions and never queue behind the writer.
 """
 
@@ -13,7 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,6 +178,10 @@ class Database:
             (statement timeout, ``search_path``); dedicated connections outside the pool
             (the wake listener, the maintenance leadership lock) use them too.
         schema: PostgreSQL only: the schema named in ``search_path``, if any.
+        writer_lock: SQLite only: the threads of this process take it around every write
+            transaction, so they queue for SQLite's single write lock in Python instead of
+            in SQLite's busy handler, which polls in sleeps of up to 100 ms (other
+            processes still meet the busy timeout).
     """
 
     url: str
@@ -184,6 +189,7 @@ class Database:
     reader: Engine
     libpq_options: str = ""
     schema: str | None = None
+    writer_lock: threading.RLock | None = field(default=None, repr=False, compare=False)
     _pins: _Pins = field(default_factory=_Pins, repr=False, compare=False)
 
     @property
@@ -202,7 +208,7 @@ class Database:
         if pinned is not None:
             yield pinned
             return
-        with self.writer.begin() as conn:
+        with self.writer_lock or nullcontext(), self.writer.begin() as conn:
             yield conn
 
     @contextmanager
@@ -232,7 +238,7 @@ class Database:
         if self._pins.writing is not None:
             yield self._pins.writing
             return
-        with self.writer.begin() as conn:
+        with self.writer_lock or nullcontext(), self.writer.begin() as conn:
             self._pins.writing = conn
             try:
                 yield conn
@@ -383,6 +389,7 @@ def open_database(
             url=url,
             writer=_sqlite_engine(url, begin="BEGIN IMMEDIATE", pool_size=pool_size),
             reader=_sqlite_engine(url, begin="BEGIN", pool_size=pool_size),
+            writer_lock=threading.RLock(),
         )
     if name == "postgresql":
         options = _libpq_options(parsed, statement_timeout_ms, schema)
