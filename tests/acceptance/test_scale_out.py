@@ -2,23 +2,22 @@
 
 Real processes end to end (issue 10). A workload of 10,000 wakes over 200 agents is sent
 through the four servers' APIs — explicit wakes (in batches, ``POST /workspaces/{id}/wakes``,
-as an integration sending bursts would), Office tasks created with an assignee
-(``task_assigned``) and comments on them — paced over a 120-second window while five
-lightweight routines fire every minute (the window and the settling after it cross at least
-two minute boundaries). The office uses second-granularity settings: a 3-second coalescing
-hold and the default 10-second cooldown per agent, so a busy agent's wakes gather in its
-queued run; each agent session lasts 5 seconds (asleep, as a real agent takes a while).
-Halfway through the window, the process that holds maintenance leadership is killed with
-SIGKILL, its agents still running.
+as an integration sending bursts would), one Office task per agent created with its
+assignee (``task_assigned``) and comments on those tasks — paced evenly over a 120-second
+window while five lightweight routines fire every minute (the window and the settling after
+it cross at least two minute boundaries). Every one of the 10,000 must be taken in within
+the window. The office uses second-granularity settings: a 3-second coalescing hold and a
+20-second cooldown per agent, so a busy agent's wakes gather in its queued runs (one per
+task scope) while it rests, as coalescing is meant to; each agent session lasts 5 seconds
+(asleep, as a real agent takes a while). Halfway through the window, the process that
+holds maintenance leadership is killed with SIGKILL, its agents still running.
 
-The window is a hard time box. On this two-core machine the test is CPU-bound (PostgreSQL,
-the four servers, their agent processes and the sending client share two cores). Measured
-server + PostgreSQL CPU: about 5 ms per batched wake, 30 ms per comment or task, and about
-100 ms per run (claim, prompt, session, end); runs are bounded by the cooldown, not by the
-wakes. The servers take in 4,000-6,000 of the 10,000 wakes in the window here. Whatever was
-sent is checked in full; fewer than :data:`MIN_SENT` fails the test. ``OFFICE_SCALE_SEND_S``
-changes the window. Agents are shell scripts (``agents/scale_agent.sh``) that keep the chaos
-agent's lock records.
+On this two-core machine PostgreSQL, the four servers, their agent processes and the
+sending client share two cores. Measured server + PostgreSQL CPU: about 5 ms per batched
+wake, 30 ms per comment or task, and about 100 ms per run (claim, prompt, session, end);
+runs are bounded by the cooldown, not by the wakes (about 1,000 here).
+``OFFICE_SCALE_SEND_S`` changes the window. Agents are shell scripts
+(``agents/scale_agent.sh``) that keep the chaos agent's lock records.
 
 Afterwards the chaos test's invariants hold (every wakeup request and run terminal, never two
 live sessions of one agent or run, no agent process left), every cron tick fired exactly
@@ -53,26 +52,29 @@ import sqlalchemy as sa
 from acceptance.test_chaos import TERMINAL_RUNS, TERMINAL_WAKEUPS, _agent_processes, _all, _settled
 from office_scheduler.domain.routines import RoutineRunSource
 from office_scheduler.store.facade import Store
-from office_scheduler.store.schema import run_events
+from office_scheduler.store.schema import run_events, runs
 
 AGENTS = 200
 SERVERS = 4
-API_WAKES = 8000
-TASKS = 600
+#: The workload: 10,000 wakes in all (issue 10). Each agent is assigned one task, so its
+#: wakes fall in two coalescing scopes (its task, and no task).
+API_WAKES = 8400
+TASKS = AGENTS
 COMMENTS = 1400
 ROUTINES = 5
 SEND_WINDOW_S = float(os.environ.get("OFFICE_SCALE_SEND_S", "120"))
+#: The sender paces the workload to end this long before the window closes, so a slow
+#: answer near the end does not push the last requests out of the window.
+SLACK_S = 5.0
 #: Second-granularity office settings: event wakes wait 3 s for company, and an agent rests
-#: 10 s after each session, so a busy agent's wakes gather in one queued run meanwhile.
+#: 20 s after each session, so a busy agent's wakes gather in its queued runs meanwhile.
 COALESCE_S = 3
-COOLDOWN_S = 10
+COOLDOWN_S = 20
 #: How long each agent session lasts (asleep: real agents take a while, and no CPU).
 SESSION_S = 5
-#: Longest the queue may take to drain after the window (each agent's task scopes run one
-#: after another, a session plus a cooldown each).
-SETTLE_S = 150
-#: Fewest requests the window must have carried for the run to count (see the docstring).
-MIN_SENT = 1000
+#: Longest the queue may take to drain after the window: each agent's two scopes run one
+#: after the other, a session plus a cooldown each, behind the runs still going.
+SETTLE_S = 120
 SCALE_AGENT = Path(__file__).parent / "agents" / "scale_agent.sh"
 TUNING = {
     "OFFICE_LEASE_S": "10",
@@ -186,38 +188,40 @@ class _Client:
             raise AssertionError(f"{path}: {response.status_code} {response.text}")
         raise AssertionError(f"{path}: no server answered")
 
-    def act(self, item: tuple[int, str]) -> None:
-        n, kind = item
-        agent_id = self.agent_ids[n % len(self.agent_ids)]
+    def act(self, item: tuple[int, str, int]) -> None:
+        n, kind, agent = item
+        agent_id = self.agent_ids[agent]
         if kind == "comment" and self.tasks:
             task_id = self.tasks[n % len(self.tasks)]
             self._post(n, f"/api/v1/tasks/{task_id}/comments", {"body": f"note {n}"})
-        else:  # a task (or a comment before any task exists)
-            kind = "task"
+        elif kind == "task":
             task = self._post(
                 n,
                 f"/api/v1/workspaces/{self.workspace_id}/tasks",
                 {"title": f"job {n}", "assignee_agent_id": agent_id},
             )
             self.tasks.append(task["id"])
+        else:  # a comment before any task exists wakes the agent itself
+            kind = "wake"
+            self._post(n, f"/api/v1/agents/{agent_id}/wake", {"idempotency_key": f"w-{n}"})
         with self._count:
             self.sent[kind] += 1
 
-    def wake_many(self, numbers: list[int]) -> None:
-        """Explicit wakes, one batch request for all of ``numbers``."""
-        if not numbers:
+    def wake_many(self, items: list[tuple[int, str, int]]) -> None:
+        """Explicit wakes, one batch request for all of ``items``."""
+        if not items:
             return
         wakes = [
-            {"agent_id": self.agent_ids[n % len(self.agent_ids)], "idempotency_key": f"w-{n}"}
-            for n in numbers
+            {"agent_id": self.agent_ids[agent], "idempotency_key": f"w-{n}"}
+            for n, _kind, agent in items
         ]
-        self._post(numbers[0], f"/api/v1/workspaces/{self.workspace_id}/wakes", {"wakes": wakes})
+        self._post(items[0][0], f"/api/v1/workspaces/{self.workspace_id}/wakes", {"wakes": wakes})
         with self._count:
-            self.sent["wake"] += len(numbers)
+            self.sent["wake"] += len(items)
 
-    def send(self, pool: ThreadPoolExecutor, group: list[tuple[int, str]]) -> None:
+    def send(self, pool: ThreadPoolExecutor, group: list[tuple[int, str, int]]) -> None:
         """One group of the workload: its explicit wakes as one batch, the rest one by one."""
-        wakes = [n for n, kind in group if kind == "wake"]
+        wakes = [item for item in group if item[1] == "wake"]
         others = [item for item in group if item[1] != "wake"]
         batch = pool.submit(self.wake_many, wakes)
         list(pool.map(self.act, others))
@@ -228,10 +232,15 @@ class _Client:
         return body
 
 
-def _workload() -> list[tuple[int, str]]:
+def _workload() -> list[tuple[int, str, int]]:
+    """``(n, kind, agent index)`` in sending order; the k-th task goes to agent k."""
     kinds = ["wake"] * API_WAKES + ["task"] * TASKS + ["comment"] * COMMENTS
     random.Random(3).shuffle(kinds)
-    return list(enumerate(kinds))
+    tasks = iter(range(TASKS))
+    return [
+        (n, kind, next(tasks) % AGENTS if kind == "task" else n % AGENTS)
+        for n, kind in enumerate(kinds)
+    ]
 
 
 def _cron_ticks(store: Store, routine_ids: list[str]) -> dict[str, list[datetime]]:
@@ -258,6 +267,17 @@ def _claims(store: Store) -> dict[tuple[int, int], list[str]]:
         for run_id, data in conn.execute(query):
             claims[(int(run_id), int(data["attempt"]))].append(str(data["node_id"]))
     return claims
+
+
+def _backlog(store: Store) -> dict[str, int]:
+    """Runs not yet terminal, by status (progress while the office settles)."""
+    query = (
+        sa.select(runs.c.status, sa.func.count())
+        .where(runs.c.status.not_in([status.value for status in TERMINAL_RUNS]))
+        .group_by(runs.c.status)
+    )
+    with store.db.read() as conn:
+        return {str(status): int(count) for status, count in conn.execute(query)}
 
 
 def _kill_the_leader(client: _Client, nodes: list[_Node]) -> _Node:
@@ -327,6 +347,7 @@ def test_four_processes_share_one_queue_and_survive_a_sigkill(
         per_batch = 50
         started = time.monotonic()
         victim: _Node | None = None
+        behind = 0.0  # how far the sender fell behind its schedule, at worst
         with ThreadPoolExecutor(max_workers=24) as pool:
             for first in range(0, len(work), per_batch):
                 elapsed = time.monotonic() - started
@@ -335,17 +356,22 @@ def test_four_processes_share_one_queue_and_survive_a_sigkill(
                 client.send(pool, work[first : first + per_batch])
                 if victim is None and elapsed >= SEND_WINDOW_S / 2:
                     victim = _kill_the_leader(client, nodes)
-                ahead = started + SEND_WINDOW_S * (first + per_batch) / len(work)
+                ahead = started + (SEND_WINDOW_S - SLACK_S) * (first + per_batch) / len(work)
+                behind = max(behind, time.monotonic() - ahead)
                 time.sleep(max(0.0, ahead - time.monotonic()))
             if victim is None:
                 victim = _kill_the_leader(client, nodes)
         sent_for = time.monotonic() - started
-        print(f"\nscale-out: sent {dict(client.sent)} in {sent_for:.0f} s")
+        print(f"\nscale-out: sent {dict(client.sent)} in {sent_for:.0f} s, {behind:.1f} s late")
         assert victim is not None
         survivors = [node for node in nodes if node is not victim]
         settling = time.monotonic()
+        reported = settling
         while not _settled(store):
-            assert time.monotonic() < settling + SETTLE_S, "the office did not settle"
+            assert time.monotonic() < settling + SETTLE_S, f"not settled: {_backlog(store)}"
+            if time.monotonic() - reported >= 15:
+                reported = time.monotonic()
+                print(f"scale-out: {reported - settling:.0f} s after the window {_backlog(store)}")
             time.sleep(0.5)
         print(f"scale-out: settled {time.monotonic() - settling:.0f} s after the window")
         ended = datetime.now(UTC)
@@ -383,7 +409,7 @@ def test_four_processes_share_one_queue_and_survive_a_sigkill(
     assert violations == []
     assert left == []
     assert corrected == [], "a queue transition left an agent's queue head late"
-    assert sum(client.sent.values()) >= MIN_SENT, "the machine is too slow for this test"
+    assert sum(client.sent.values()) == len(work), "the window closed before the workload was sent"
     assert len(wakeups) >= sum(client.sent.values())
     assert all(h["status"] == "ok" for h in health)
     assert sum(h["maintenance_leader"] for h in health) == 1, "a survivor took over"
