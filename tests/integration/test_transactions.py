@@ -267,8 +267,17 @@ async def test_a_routine_dispatch_retried_after_a_lost_commit_acknowledgement_st
     ]
 
 
+def _no_busy_timeout(db: Database) -> None:
+    """Give ``db``'s writer connections no busy timeout: a locked database fails at once."""
+
+    def zero(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.execute("PRAGMA busy_timeout=0")
+
+    sa.event.listen(db.writer, "connect", zero)
+
+
 def test_sqlite_writers_of_one_process_queue_on_a_lock_not_on_the_busy_handler(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, now: datetime
+    tmp_path: Path, now: datetime
 ) -> None:
     """Threads of one process take turns at SQLite's single write lock in Python.
 
@@ -276,9 +285,10 @@ def test_sqlite_writers_of_one_process_queue_on_a_lock_not_on_the_busy_handler(
     ``BEGIN IMMEDIATE`` would fail at once ("database is locked"); SQLite's busy handler
     otherwise sleeps in steps of up to 100 ms. Every one of these writes must go through.
     """
-    monkeypatch.setattr(engine, "SQLITE_BUSY_TIMEOUT_MS", 0)
     db = engine.open_database(f"sqlite:///{tmp_path}/office.db")
     migrate.upgrade(db)
+    db.dispose()
+    _no_busy_timeout(db)
     store = OfficeStore(db)
     errors: list[Exception] = []
     start = threading.Barrier(4)
@@ -302,11 +312,41 @@ def test_sqlite_writers_of_one_process_queue_on_a_lock_not_on_the_busy_handler(
     assert len(written) == 100
 
 
+def test_a_writer_waits_for_the_lock_no_longer_than_the_busy_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, now: datetime
+) -> None:
+    """A thread stuck behind another's write transaction gets SQLite's own error in time."""
+    monkeypatch.setattr(engine, "SQLITE_BUSY_TIMEOUT_MS", 200)
+    db = engine.open_database(f"sqlite:///{tmp_path}/office.db")
+    migrate.upgrade(db)
+    store = OfficeStore(db)
+    inside = threading.Event()
+    failures: list[BaseException] = []
+
+    def write_meanwhile() -> None:
+        inside.wait(timeout=30)
+        try:
+            _create(store, "theirs", now)
+        except sa.exc.OperationalError as exc:
+            failures.append(exc)
+
+    other = threading.Thread(target=write_meanwhile)
+    other.start()
+    with db.transaction():
+        _create(store, "mine", now)
+        inside.set()
+        other.join(timeout=30)
+    written = _names(store)
+    db.dispose()
+    assert [str(exc.orig) for exc in failures] == ["database is locked"]  # type: ignore[attr-defined]
+    assert engine.is_connection_lost(failures[0])
+    assert written == {"mine"}
+
+
 def test_the_sqlite_writer_lock_is_held_for_the_whole_transaction(tmp_path: Path) -> None:
     db = engine.open_database(f"sqlite:///{tmp_path}/office.db")
     migrate.upgrade(db)
     held: list[bool] = []
-
     lock = db.writer_lock
     assert lock is not None
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,6 +154,50 @@ def _sqlite_engine(url: str, *, begin: str, pool_size: int) -> Engine:
     return engine
 
 
+class WriterLock:
+    """SQLite's single write lock, taken in Python by the threads of one process.
+
+    SQLite lets one connection write at a time; a second one meeting ``BEGIN IMMEDIATE``
+    waits in SQLite's busy handler, which polls in sleeps of up to 100 ms. Threads of one
+    process queue on this lock instead, and are handed the write lock the moment it is
+    free. Reentrant; a thread waits at most the busy timeout, as SQLite would.
+
+    Args:
+        timeout_s: seconds to wait before giving up (:data:`SQLITE_BUSY_TIMEOUT_MS`).
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        self._lock = threading.RLock()
+        self._timeout_s = timeout_s
+
+    def acquire(self, *, blocking: bool = True) -> bool:
+        """Take the lock; ``False`` when it is held elsewhere past the timeout (or at once)."""
+        if not blocking:
+            return self._lock.acquire(blocking=False)
+        return self._lock.acquire(timeout=self._timeout_s)
+
+    def release(self) -> None:
+        """Give the lock back (the thread that took it)."""
+        self._lock.release()
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the lock for the block.
+
+        Raises:
+            sqlalchemy.exc.OperationalError: "database is locked" after the timeout, the
+                error SQLite's busy handler gives (:func:`is_connection_lost` counts it as
+                transient).
+        """
+        if not self.acquire():
+            locked = sqlite3.OperationalError("database is locked")
+            raise sa.exc.OperationalError("BEGIN IMMEDIATE", None, locked)
+        try:
+            yield
+        finally:
+            self.release()
+
+
 class _Pins(threading.local):
     """The connection each thread has pinned with :meth:`Database.transaction`/``snapshot``."""
 
@@ -178,10 +223,9 @@ class Database:
             (statement timeout, ``search_path``); dedicated connections outside the pool
             (the wake listener, the maintenance leadership lock) use them too.
         schema: PostgreSQL only: the schema named in ``search_path``, if any.
-        writer_lock: SQLite only: the threads of this process take it around every write
-            transaction, so they queue for SQLite's single write lock in Python instead of
-            in SQLite's busy handler, which polls in sleeps of up to 100 ms (other
-            processes still meet the busy timeout).
+        writer_lock: SQLite only: taken around every write transaction, so the threads of
+            this process queue for SQLite's single write lock in Python (:class:`WriterLock`);
+            other processes still meet the busy timeout.
     """
 
     url: str
@@ -189,7 +233,7 @@ class Database:
     reader: Engine
     libpq_options: str = ""
     schema: str | None = None
-    writer_lock: threading.RLock | None = field(default=None, repr=False, compare=False)
+    writer_lock: WriterLock | None = field(default=None, repr=False, compare=False)
     _pins: _Pins = field(default_factory=_Pins, repr=False, compare=False)
 
     @property
@@ -208,8 +252,11 @@ class Database:
         if pinned is not None:
             yield pinned
             return
-        with self.writer_lock or nullcontext(), self.writer.begin() as conn:
+        with self._writer_turn(), self.writer.begin() as conn:
             yield conn
+
+    def _writer_turn(self) -> AbstractContextManager[None]:
+        return nullcontext() if self.writer_lock is None else self.writer_lock.held()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -238,7 +285,7 @@ class Database:
         if self._pins.writing is not None:
             yield self._pins.writing
             return
-        with self.writer_lock or nullcontext(), self.writer.begin() as conn:
+        with self._writer_turn(), self.writer.begin() as conn:
             self._pins.writing = conn
             try:
                 yield conn
@@ -389,7 +436,7 @@ def open_database(
             url=url,
             writer=_sqlite_engine(url, begin="BEGIN IMMEDIATE", pool_size=pool_size),
             reader=_sqlite_engine(url, begin="BEGIN", pool_size=pool_size),
-            writer_lock=threading.RLock(),
+            writer_lock=WriterLock(SQLITE_BUSY_TIMEOUT_MS / 1000),
         )
     if name == "postgresql":
         options = _libpq_options(parsed, statement_timeout_ms, schema)
