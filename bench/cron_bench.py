@@ -8,7 +8,8 @@
   its own lightweight routine for one of 50 agents), of which 100 are due; one
   ``CronFirer.fire_due()`` pass at the fake clock's instant (due query, compare-and-set
   claim of each due trigger, routine run, dispatch through intake) is timed, then a pass
-  with nothing due. Goal: < 200 ms with 100 due.
+  with nothing due; three times, each on a freshly seeded database, the median reported.
+  Goal: < 200 ms with 100 due.
 """
 
 from __future__ import annotations
@@ -140,7 +141,14 @@ async def _ticks(service: Service, rounds: int) -> tuple[list[float], list[float
     return busy, idle, fired
 
 
-def tick(results: Results, *, triggers: int, profile: bool = False) -> None:
+#: Cron passes timed, each on a freshly seeded database (the figure is their median).
+PASSES = 3
+
+
+def _one_pass(
+    triggers: int, profile: Results | None = None
+) -> tuple[list[float], list[float], int]:
+    """Seed ``triggers`` into a fresh SQLite file and time one busy and one idle pass."""
     with scratch_dir() as home, migrated(f"sqlite:///{home}/cron.db") as db:
         store = Store.from_database(db)
         office = build_office(store, 50, NOW - timedelta(days=1), home)
@@ -152,20 +160,33 @@ def tick(results: Results, *, triggers: int, profile: bool = False) -> None:
             executors={"command": NoopExecutor()},
             store=store,
         )
-        if profile:
-            out: list[tuple[list[float], list[float], int]] = []
-            text = profile_text(lambda: out.append(asyncio.run(_ticks(service, 1))))
-            results.details["profile_cron_tick"] = text
-            results.add(
-                "profile",
-                "cron pass under pyinstrument",
-                out[0][0][0],
-                "ms",
-                note="see details.profile_cron_tick",
-            )
-            return
-        busy, idle, fired = asyncio.run(_ticks(service, 1))
-    progress(f"cron tick: {fired} routine runs, busy {busy[0]:.0f} ms, idle {idle[0]:.1f} ms")
+        if profile is None:
+            return asyncio.run(_ticks(service, 1))
+        out: list[tuple[list[float], list[float], int]] = []
+        text = profile_text(lambda: out.append(asyncio.run(_ticks(service, 1))))
+        profile.details["profile_cron_tick"] = text
+        return out[0]
+
+
+def tick(results: Results, *, triggers: int, profile: bool = False) -> None:
+    if profile:
+        busy, _, _ = _one_pass(triggers, profile=results)
+        results.add(
+            "profile",
+            "cron pass under pyinstrument",
+            busy[0],
+            "ms",
+            note="see details.profile_cron_tick",
+        )
+        return
+    passes = [_one_pass(triggers) for _ in range(PASSES)]
+    busy = [p[0][0] for p in passes]
+    idle = [p[1][0] for p in passes]
+    fired = passes[0][2]
+    progress(
+        f"cron tick: {fired} routine runs, busy {statistics.median(busy):.0f} ms "
+        f"(of {', '.join(f'{b:.0f}' for b in busy)}), idle {statistics.median(idle):.1f} ms"
+    )
     results.details["cron_tick"] = {
         "triggers": triggers,
         "due": DUE,
@@ -176,14 +197,18 @@ def tick(results: Results, *, triggers: int, profile: bool = False) -> None:
     results.add(
         "4 cron",
         f"cron pass, {triggers:,} triggers, {min(DUE, triggers)} due",
-        busy[0],
+        statistics.median(busy),
         "ms",
         goal="< 200 ms",
-        ok=busy[0] < 200.0,
-        note=f"{fired} routine runs dispatched",
+        ok=statistics.median(busy) < 200.0,
+        note=f"{fired} routine runs dispatched; median of {PASSES} passes",
     )
     results.add(
-        "4 cron", f"cron pass, {triggers:,} triggers, none due", idle[0], "ms", note="idle pass"
+        "4 cron",
+        f"cron pass, {triggers:,} triggers, none due",
+        statistics.median(idle),
+        "ms",
+        note="idle pass",
     )
 
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from helpers import Office
 from office_scheduler.domain.errors import (
@@ -32,7 +33,7 @@ from office_scheduler.domain.status import (
     WakeSource,
 )
 from office_scheduler.routines import webhooks
-from office_scheduler.routines.firing import tick_run
+from office_scheduler.routines.firing import TRIGGERS_PER_TRANSACTION, tick_run
 from office_scheduler.service import Service
 from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
@@ -673,3 +674,41 @@ async def test_a_tick_whose_wake_is_refused_fails_alone_and_stays_fired(
     trigger = office.store.routines.get_trigger(refused_trigger.id)
     assert trigger.next_run_at == _z("2026-11-29T12:10:00Z")
     assert await office.service.cron_firer.fire_due() == []
+
+
+async def test_due_triggers_share_a_commit_on_sqlite_and_each_has_its_own_on_postgres(
+    office: Office,
+) -> None:
+    """On SQLite up to ``TRIGGERS_PER_TRANSACTION`` triggers are claimed and dispatched in one
+    transaction (one ``fsync``); PostgreSQL keeps one transaction per trigger. Either way
+    every tick fires once."""
+    fired = [await _scheduled(office, name=f"Every five {n}") for n in range(30)]
+    office.clock.advance(timedelta(minutes=5))
+    db = office.store.db
+    claims_per_commit: list[int] = []  # tick claims (compare-and-set statements) per commit
+    pending = [0]
+
+    def statement(_c: object, _cur: object, sql: str, *_args: object) -> None:
+        pending[0] += sql.startswith("UPDATE routine_triggers") and "last_fired_at" in sql
+
+    def commit(_conn: object) -> None:
+        if pending[0]:
+            claims_per_commit.append(pending[0])
+        pending[0] = 0
+
+    sa.event.listen(db.writer, "before_cursor_execute", statement)
+    sa.event.listen(db.writer, "commit", commit)
+    try:
+        made = await office.service.cron_firer.fire_due()
+    finally:
+        sa.event.remove(db.writer, "before_cursor_execute", statement)
+        sa.event.remove(db.writer, "commit", commit)
+    assert sorted(run.routine_id for run in made) == sorted(routine.id for routine, _ in fired)
+    mine = len(fired)
+    assert sum(claims_per_commit) >= mine  # the coordinator's heartbeat may be due too
+    if db.dialect == "postgresql":
+        assert set(claims_per_commit) == {1}
+    else:
+        assert claims_per_commit[0] == TRIGGERS_PER_TRANSACTION["sqlite"] == 25
+        assert len(claims_per_commit) == 2
+    assert all(len(_runs(office, routine)) == 1 for routine, _ in fired)

@@ -3,14 +3,15 @@
 A pass (1) gives unscheduled triggers their first tick, (2) claims each due trigger's ticks
 by moving its ``next_run_at`` with a compare-and-set that inserts their routine runs in the
 same transaction — so two scheduler processes on one PostgreSQL database can never fire a
-tick twice — and dispatches them, still in that transaction (one commit per trigger), and
+tick twice — and dispatches them, still in that transaction (on SQLite one commit for up
+to 25 triggers, each under a savepoint; on PostgreSQL one commit per trigger), and
 (3) dispatches routine runs a stopped process claimed but never dispatched.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -104,6 +105,24 @@ def _runs_of(routine: Routine, trigger: RoutineTrigger, plan: TickPlan) -> list[
     return [skipped, *runs]
 
 
+#: Due triggers claimed and dispatched per transaction, by dialect. On SQLite one commit
+#: (one ``fsync``) serves many; the writer is alone anyway. PostgreSQL keeps one trigger
+#: per transaction: a transaction holds its assignees' agent locks until it commits, and
+#: many taken in trigger order could deadlock with intake taking them in another order.
+TRIGGERS_PER_TRANSACTION = {"sqlite": 25, "postgresql": 1}
+
+
+class _Failed:
+    """A trigger's part of a transaction failed for a reason logged where it happened."""
+
+
+_FAILED = _Failed()
+
+#: What one trigger's part of a transaction came to: its plan and dispatches, ``None`` when
+#: another process claimed the ticks first, the ``OfficeError`` to act on, or ``_FAILED``.
+_Outcome = tuple[TickPlan, list[Dispatched]] | None | NotFoundError | InvalidInputError | _Failed
+
+
 class CronFirer:
     """Fires due schedule triggers; the cron loop calls :meth:`fire_due` each pass.
 
@@ -121,26 +140,32 @@ class CronFirer:
     async def fire_due(self) -> list[RoutineRun]:
         """Fire every tick due at the clock's current time; returns the routine runs made.
 
-        One trigger's failure never stops the others: a trigger whose transaction fails
-        for any other reason than a lost database connection is logged
-        (``routine_trigger_failed``) and tried again by the next pass, its ticks unclaimed.
+        Due triggers are claimed and dispatched in transactions of up to
+        :data:`TRIGGERS_PER_TRANSACTION` triggers (one commit for many on SQLite), each
+        trigger under a savepoint of its own. One trigger's failure never stops the others:
+        a trigger that fails for any other reason than a lost database connection is rolled
+        back alone, logged (``routine_trigger_failed``) and tried again by the next pass,
+        its ticks unclaimed.
 
         Raises:
             sqlalchemy.exc.DBAPIError: the database connection was lost (the cron loop
-                backs off and tries the pass again).
+                backs off and tries the pass again; nothing of the unfinished transaction
+                was kept).
         """
         now = self._clock.now()
         await self._schedule_new(now)
-        made: list[RoutineRun] = []
+        due = []
         for trigger in await asyncio.to_thread(self._store.routines.due_triggers, now):
-            with _alone("routine_trigger_failed", trigger_id=trigger.id):
-                try:
-                    made += await self._fire_trigger(trigger, now)
-                except NotFoundError:
-                    # Deleted between the due query and its claim: nothing left to fire.
-                    log.info("routine_trigger_vanished", trigger_id=trigger.id)
-                except InvalidInputError as exc:
-                    await self._disable(trigger, exc.message)
+            schedule = await self._schedule_of(trigger)
+            if schedule is not None:
+                due.append((trigger, schedule))
+        size = TRIGGERS_PER_TRANSACTION.get(self._store.db.dialect, 1)
+        made: list[RoutineRun] = []
+        for first in range(0, len(due), size):
+            chunk = due[first : first + size]
+            outcomes = await asyncio.to_thread(self._claim_and_dispatch_many, chunk, now)
+            for trigger, outcome in outcomes:
+                made += await self._after_commit(trigger, outcome)
         abandoned = await asyncio.to_thread(
             self._store.routines.received_runs, created_before=now - ABANDONED_AFTER
         )
@@ -149,6 +174,31 @@ class CronFirer:
             with _alone("routine_run_recovery_failed", routine_run_id=run.id):
                 made.append(await self._dispatch_safely(run))
         return made
+
+    async def _after_commit(self, trigger: RoutineTrigger, outcome: _Outcome) -> list[RoutineRun]:
+        """Log and announce what one trigger's part of a committed transaction did."""
+        if isinstance(outcome, NotFoundError):
+            # Deleted between the due query and its claim: nothing left to fire.
+            log.info("routine_trigger_vanished", trigger_id=trigger.id)
+            return []
+        if isinstance(outcome, InvalidInputError):
+            await self._disable(trigger, outcome.message)
+            return []
+        if isinstance(outcome, _Failed):
+            return []
+        if outcome is None:
+            log.info("routine_ticks_claimed_elsewhere", trigger_id=trigger.id)
+            return []
+        plan, fired = outcome
+        log.info(
+            "routine_ticks_claimed",
+            routine_id=trigger.routine_id,
+            trigger_id=trigger.id,
+            fired=len(plan.fire),
+            missed=plan.missed_count,
+            next_run_at=plan.next_run_at.isoformat(),
+        )
+        return [await self._dispatcher.announce(dispatched) for dispatched in fired]
 
     async def _schedule_new(self, now: datetime) -> None:
         for trigger in await asyncio.to_thread(self._store.routines.unscheduled_triggers):
@@ -180,24 +230,52 @@ class CronFirer:
         except NotFoundError:
             log.info("routine_trigger_vanished", trigger_id=trigger.id)
 
-    async def _fire_trigger(self, trigger: RoutineTrigger, now: datetime) -> list[RoutineRun]:
-        schedule = await self._schedule_of(trigger)
-        if schedule is None:
-            return []
-        claimed = await asyncio.to_thread(self._claim_and_dispatch, trigger, schedule, now)
-        if claimed is None:
-            log.info("routine_ticks_claimed_elsewhere", trigger_id=trigger.id)
-            return []
-        plan, fired = claimed
-        log.info(
-            "routine_ticks_claimed",
-            routine_id=trigger.routine_id,
-            trigger_id=trigger.id,
-            fired=len(plan.fire),
-            missed=plan.missed_count,
-            next_run_at=plan.next_run_at.isoformat(),
-        )
-        return [await self._dispatcher.announce(dispatched) for dispatched in fired]
+    def _claim_and_dispatch_many(
+        self, chunk: list[tuple[RoutineTrigger, CronSchedule]], now: datetime
+    ) -> list[tuple[RoutineTrigger, _Outcome]]:
+        """Claim and dispatch ``chunk``'s triggers in one transaction, a savepoint each.
+
+        A trigger whose part fails is rolled back alone (to its savepoint; a chunk of one
+        is its own transaction) and reported; the others commit. A lost connection ends
+        the whole transaction.
+        """
+        if len(chunk) == 1:
+            [(trigger, schedule)] = chunk
+
+            def alone() -> _Outcome:
+                with self._store.db.transaction():
+                    return self._claim_and_dispatch(trigger, schedule, now)
+
+            return [(trigger, self._outcome_of(trigger, alone))]
+        outcomes: list[tuple[RoutineTrigger, _Outcome]] = []
+        with self._store.db.transaction() as conn:
+            for trigger, schedule in chunk:
+
+                def in_savepoint(
+                    trigger: RoutineTrigger = trigger, schedule: CronSchedule = schedule
+                ) -> _Outcome:
+                    with conn.begin_nested():
+                        return self._claim_and_dispatch(trigger, schedule, now)
+
+                outcomes.append((trigger, self._outcome_of(trigger, in_savepoint)))
+        return outcomes
+
+    @staticmethod
+    def _outcome_of(trigger: RoutineTrigger, attempt: Callable[[], _Outcome]) -> _Outcome:
+        """``attempt()``, or the ``OfficeError`` the caller acts on, or :data:`_FAILED`.
+
+        Raises:
+            sqlalchemy.exc.DBAPIError: the connection was lost.
+        """
+        try:
+            return attempt()
+        except (NotFoundError, InvalidInputError) as exc:
+            return exc
+        except Exception as exc:
+            if is_connection_lost(exc):
+                raise
+            log.exception("routine_trigger_failed", trigger_id=trigger.id)
+            return _FAILED
 
     def _claim_and_dispatch(
         self, trigger: RoutineTrigger, schedule: CronSchedule, now: datetime
