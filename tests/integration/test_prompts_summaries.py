@@ -9,8 +9,14 @@ import pytest
 
 from helpers import Office
 from office_scheduler.domain.execution import Outcome
-from office_scheduler.domain.models import ExecutorConfig, Run
-from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunStatus, WakeSource
+from office_scheduler.domain.models import ExecutorConfig, Run, WakeRequest
+from office_scheduler.domain.status import (
+    AuthorKind,
+    ErrorFamily,
+    OutcomeStatus,
+    RunStatus,
+    WakeSource,
+)
 from office_scheduler.domain.summaries import ContinuationSummary
 from office_scheduler.pipeline import summary as summary_step
 from office_scheduler.store.facade import Store
@@ -228,3 +234,38 @@ async def test_a_summary_that_fails_halfway_keeps_the_end_and_writes_nothing(
     kinds = [e.kind for e in events]
     assert kinds[-2:] == ["run_finished", "summary_failed"]
     assert events[-1].message == "continuation summary not written: summary renderer broke"
+
+
+async def test_the_prompt_names_the_agents_its_wakes_comments_and_subtasks_mention(
+    office: Office,
+) -> None:
+    """Names are read for the ids the prompt can show (not for every agent of the office):
+    a merged wake's payload, a comment's author and a subtask's assignee are all named."""
+    svc = office.service
+    task = await svc.office.create_task(
+        workspace_id=office.workspace.id, title="Ship it", assignee_agent_id=office.coordinator.id
+    )
+    await svc.office.create_task(
+        workspace_id=office.workspace.id,
+        title="Sub",
+        parent_id=task.id,
+        assignee_agent_id=office.other_worker.id,
+    )
+    await svc.office.add_comment(
+        task.id, body="looks fine", author_kind=AuthorKind.AGENT, author_agent_id=office.worker.id
+    )
+    await svc.intake.enqueue(
+        WakeRequest(
+            workspace_id=office.workspace.id,
+            agent_id=office.coordinator.id,
+            source=WakeSource.AGENT_ERROR,
+            payload={"failed_agent_id": office.other_worker.id, "error": "boom"},
+            task_id=task.id,
+        )
+    )
+    await _drain(office)
+    prompt = next(x.prompt for x in office.executor.launches if x.agent_id == office.coordinator.id)
+    worker, other = office.worker, office.other_worker
+    assert f"{other.name} ({other.id})" in prompt  # named in the agent_error wake
+    assert f"agent {worker.name}" in prompt  # the comment's author
+    assert f"assignee {other.name})" in prompt  # the subtask's assignee

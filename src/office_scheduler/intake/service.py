@@ -128,11 +128,15 @@ class Intake:
         return self._persist_valid(request)
 
     def _persist_valid(self, request: WakeRequest) -> IntakeResult:
-        # A wake without a hold (user wakes, fire now) needs no settings read.
-        hold = self._store.office.coalesce_window(request.workspace_id) if request.hold else ZERO
-        return self._store.queue.enqueue(
-            request, now=self._clock.now(), hold=hold, decide=decide_merge
-        )
+        # One transaction for the settings read and the writes (one pooled connection); a
+        # wake without a hold (user wakes, fire now) needs no settings read.
+        with self._store.db.transaction():
+            hold = (
+                self._store.office.coalesce_window(request.workspace_id) if request.hold else ZERO
+            )
+            return self._store.queue.enqueue(
+                request, now=self._clock.now(), hold=hold, decide=decide_merge
+            )
 
     @retry_if_connection_lost
     async def enqueue_many(self, requests: Sequence[WakeRequest]) -> list[IntakeResult]:

@@ -9,6 +9,7 @@ the next resume delta of the same (task, agent) compares against that snapshot.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -64,14 +65,15 @@ def _read_material(
     store: Store, run_id: int, task: Task | None, config: ExecutorConfig | None, cwd: str | None
 ) -> tuple[_Material, PromptKind]:
     run = store.queue.get_run(run_id)
-    names = store.office.agent_names(run.workspace_id)
-    data = _Material(run=run, names=names)
+    data = _Material(run=run, names={})
     if task is None:
+        data.names = store.office.agent_names(run.workspace_id, only=_named_agents(data))
         data.summary = store.summaries.get_summary(run.agent_id, summary_scope(run.context))
         return data, PromptKind.FULL
     data.comments = store.office.list_comments(task.id)
     data.children = store.office.list_children(task.id)
     data.blockers = [store.office.get_task(blocker_id) for blocker_id in task.blocked_by]
+    data.names = store.office.agent_names(run.workspace_id, only=_named_agents(data))
     data.prior = store.runlog.latest_resumable_session(task.id, run.agent_id)
     kind = choose_prompt_kind(task_id=task.id, prior=data.prior, config=config, cwd=cwd)
     if kind is PromptKind.DELTA:
@@ -81,6 +83,37 @@ def _read_material(
         data.previous = TaskSnapshot.from_json(stored) if stored else None
         data.decisions = store.summaries.decided_approvals(task.id, since=_since(data))
     return data, kind
+
+
+#: Past this many candidate ids the prompt reads every agent's name instead.
+_MAX_NAMED = 500
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string inside a JSON value (payloads name agents by id anywhere)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+
+
+def _named_agents(data: _Material) -> set[str] | None:
+    """The ids the prompt may name an agent by (``None``: too many, read every name).
+
+    Comment authors, assignees of the listed tasks, and any string in a merged wake's
+    payload.
+    """
+    ids = {c.author_agent_id for c in data.comments if c.author_agent_id}
+    ids |= {t.assignee_agent_id for t in (*data.children, *data.blockers) if t.assignee_agent_id}
+    for entry in data.run.context:
+        ids.update(_strings(entry.payload))
+        if len(ids) > _MAX_NAMED:
+            return None
+    return ids
 
 
 def _since(data: _Material) -> datetime:

@@ -223,10 +223,19 @@ class AgentMethods:
         with self._db.read() as conn:
             return [agent_from_row(row) for row in all_rows(conn, query)]
 
-    def agent_names(self, workspace_id: str) -> dict[str, str]:
-        """Agent id → name for ``workspace_id`` (two columns: prompts name agents by it)."""
+    def agent_names(self, workspace_id: str, only: Collection[str] | None = None) -> dict[str, str]:
+        """Agent id → name for ``workspace_id`` (two columns: prompts name agents by it).
+
+        ``only``: the ids wanted (others, and ids of no agent, are left out); ``None`` for
+        every agent of the workspace.
+        """
+        query = _AGENT_NAMES
+        if only is not None:
+            if not only:
+                return {}
+            query = query.where(agents.c.id.in_(sorted(only)))
         with self._db.read() as conn:
-            found = conn.execute(_AGENT_NAMES, {"workspace_id": workspace_id})
+            found = conn.execute(query, {"workspace_id": workspace_id})
             return {agent_id: name for agent_id, name in found}
 
     def update_agent(self, agent_id: str, *, now: datetime, **changes: object) -> Agent:
