@@ -23,6 +23,7 @@ from office_scheduler.cli.runtime import (
     upgrade_database,
 )
 from office_scheduler.cli.state import (
+    DEFAULT_API_URL,
     CliError,
     CliState,
     db_option,
@@ -109,11 +110,23 @@ def serve(host: str, port: int, no_api: bool, no_scheduler: bool) -> None:
         raise CliError("--no-api and --no-scheduler together leave nothing to run", 2)
     current = state()
     with open_store(current, upgrade=True) as store:
-        secret = ensure_admin_token(store, current.admin_token_path, datetime.now(UTC))
+        # The first admin token goes to a process that serves the API: its home is where
+        # the operator's client commands look (a scheduler-only node may be elsewhere).
+        secret = (
+            None
+            if no_api
+            else ensure_admin_token(store, current.admin_token_path, datetime.now(UTC))
+        )
     if secret is not None:
         click.echo(f"Admin token (shown once; saved to {current.admin_token_path}): {secret}")
     sock: socket.socket | None = None
     api_url = current.api_url
+    if no_api and "OFFICE_API_URL" not in current.environ and api_url == DEFAULT_API_URL:
+        click.echo(
+            f"office serve --no-api: agents will call the API at {api_url}; set "
+            "OFFICE_API_URL to the address of a process that serves it",
+            err=True,
+        )
     if not no_api:
         try:
             sock, api_url = bind(host, port)

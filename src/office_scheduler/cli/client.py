@@ -140,11 +140,17 @@ class ApiClient:
             raise CliError(f"cannot reach the office server at {self.base_url}") from None
         except httpx.TimeoutException:
             raise CliError(f"the office server at {self.base_url} did not answer in time") from None
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL):
+            raise CliError(
+                f"--api-url {self.base_url!r} is not a server URL: use http://HOST:PORT", 2
+            ) from None
         except httpx.HTTPError as exc:
             raise CliError(f"request to {self.base_url} failed: {exc}") from None
         except UnicodeEncodeError:
             # A lone surrogate (undecodable argv bytes) in a query value or the body.
             raise CliError("an argument is not valid UTF-8 text", 2) from None
+        if response.status_code == 404 and self.base_url.endswith(API):
+            raise CliError(f"--api-url names the server, without {API}: {self.base_url}", 2)
         if response.status_code >= 400:
             code = 2 if response.status_code in BAD_INPUT else 1
             raise CliError(_reason(response), code)
@@ -203,8 +209,11 @@ def workspace_id(client: ApiClient, given: str | None) -> str:
     spaces = client.collect("/workspaces", limit=2)
     if len(spaces) == 1:
         return str(spaces[0]["id"])
-    hint = "there is no workspace yet" if not spaces else "there are several workspaces"
-    raise CliError(f"{hint}: name one with --workspace (or set OFFICE_WORKSPACE_ID)", 2)
+    if not spaces:
+        raise CliError("there is no workspace yet: create one with `office import DIR`", 2)
+    raise CliError(
+        "there are several workspaces: name one with --workspace (or set OFFICE_WORKSPACE_ID)", 2
+    )
 
 
 def with_agent_names(

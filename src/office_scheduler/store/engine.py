@@ -160,7 +160,12 @@ class WriterLock:
     SQLite lets one connection write at a time; a second one meeting ``BEGIN IMMEDIATE``
     waits in SQLite's busy handler, which polls in sleeps of up to 100 ms. Threads of one
     process queue on this lock instead, and are handed the write lock the moment it is
-    free. Reentrant; a thread waits at most the busy timeout, as SQLite would.
+    free. Reentrant, and owned by the thread that took it: a transaction must end in the
+    thread that began it (the store never carries one across threads).
+
+    A thread waits at most the busy timeout here for the other threads of its process;
+    when another *process* then holds SQLite's lock, ``BEGIN IMMEDIATE`` may wait up to
+    the busy timeout again.
 
     Args:
         timeout_s: seconds to wait before giving up (:data:`SQLITE_BUSY_TIMEOUT_MS`).

@@ -9,6 +9,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
+from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.store.engine import Database, advisory_key
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -40,9 +41,22 @@ def upgrade(db: Database, revision: str = "head") -> None:
     On SQLite foreign keys are switched off while batch migrations rebuild tables; on
     PostgreSQL an advisory lock keyed by the schema lets only one node migrate it at a
     time (offices in other schemas of the same server migrate in parallel).
+
+    Raises:
+        InvalidInputError: PostgreSQL only: no schema of the connection's ``search_path``
+            exists (field ``database_url``); nothing is written.
     """
     key = advisory_key("migrate", db.schema)
     with db.writer.connect() as conn:
+        if (
+            db.dialect == "postgresql"
+            and conn.exec_driver_sql("SELECT current_schema()").scalar() is None
+        ):
+            raise InvalidInputError(
+                f"no schema of the search_path exists ({db.schema or 'the URL options'}): "
+                f"create it first, e.g. CREATE SCHEMA {db.schema or 'name'}",
+                field="database_url",
+            )
         if db.dialect == "sqlite":
             conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
         else:
