@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from click.testing import CliRunner, Result
 
 from cli_harness import CLEAN_ENV
@@ -312,3 +318,75 @@ def test_serve_answers_client_commands_and_stops_cleanly(home: Path, example: Pa
     assert not agent_ids & {word for line in agent_lines for word in line.split()[1:]}
     assert code == 0, err
     assert "Traceback" not in err
+
+
+def test_an_api_url_without_a_scheme_exits_2_with_one_line(home: Path) -> None:
+    result = run(home, "--api-url", "notaurl", "runs", "list")
+
+    assert result.exit_code == 2
+    assert one_line_error(result) == (
+        "office: --api-url 'notaurl' is not a server URL: use http://HOST:PORT"
+    )
+
+
+def test_client_commands_name_the_fix_for_an_empty_server_and_an_api_url_with_the_api_path(
+    home: Path,
+) -> None:
+    """README walk: an empty server said to name a workspace there was none of; an
+    ``--api-url`` ending in ``/api/v1`` said only "Not Found"."""
+    server = Server(home)
+    try:
+        empty = run(home, "--api-url", server.url, "task", "list")
+        with_path = run(home, "--api-url", server.url + "/api/v1", "runs", "list")
+    finally:
+        server.stop()
+    assert empty.exit_code == 2
+    assert one_line_error(empty) == (
+        "office: there is no workspace yet: create one with `office import DIR`"
+    )
+    assert with_path.exit_code == 2
+    assert one_line_error(with_path) == (
+        f"office: --api-url names the server, without /api/v1: {server.url}/api/v1"
+    )
+
+
+def test_a_scheduler_only_serve_mints_no_admin_token_and_warns_about_the_api_url(
+    home: Path,
+) -> None:
+    """README walk: ``serve --no-api`` wrote the first admin token into its own home (no
+    client looks there) and let agents call a default API address silently."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("OFFICE_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "office_scheduler", "serve", "--no-api"],
+        env={**base, "OFFICE_HOME": str(home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    serving = proc.stdout.readline()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert serving.startswith("office is serving (no API")
+    assert err.splitlines()[0] == (
+        "office serve --no-api: agents will call the API at http://127.0.0.1:8700; "
+        "set OFFICE_API_URL to the address of a process that serves it"
+    )
+    assert not (home / "admin_token").exists()
+
+
+@pytest.mark.postgres
+def test_a_search_path_schema_that_does_not_exist_exits_2_naming_it(
+    home: Path, pg_admin_engine: sa.Engine
+) -> None:
+    """README walk: it said "current transaction is aborted" (exit 1)."""
+    url = pg_admin_engine.url.render_as_string(hide_password=False)
+    schema = f"missing_{uuid.uuid4().hex[:12]}"
+    result = run(home, "--db", f"{url}?options=-csearch_path%3D{schema}", "db", "upgrade")
+
+    assert result.exit_code == 2
+    assert one_line_error(result) == (
+        f"office: no schema of the search_path exists ({schema}): "
+        f"create it first, e.g. CREATE SCHEMA {schema}"
+    )

@@ -187,13 +187,20 @@ def emit(data: Any, render: Callable[[], None]) -> None:
         render()
 
 
+def _json_text(value: object) -> str:
+    """Text as is, anything else as JSON (never a Python repr)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
 def _cell(value: object, width: int) -> str:
     if value is None:
         text = "-"
     elif isinstance(value, list | tuple):
-        text = ",".join(str(item) for item in value) or "-"
+        text = ",".join(_json_text(item) for item in value) or "-"
     else:
-        text = str(value)
+        text = _json_text(value)
     text = text.replace("\n", " ")
     return text if len(text) <= width else text[: width - 1] + "…"
 
