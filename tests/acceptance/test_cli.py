@@ -390,3 +390,44 @@ def test_a_search_path_schema_that_does_not_exist_exits_2_naming_it(
         f"office: no schema of the search_path exists ({schema}): "
         f"create it first, e.g. CREATE SCHEMA {schema}"
     )
+
+
+def test_workspaces_projects_and_agents_are_taken_by_name_as_by_id(
+    home: Path, example: Path
+) -> None:
+    """README walk: ``--project`` took only an id no command shows, ``runs queue --agent``
+    and client commands' ``--workspace`` only ids."""
+    assert run(home, "import", str(example), "--yes").exit_code == 0
+    server = Server(home)
+    try:
+
+        def client(*args: str) -> Result:
+            return run(home, "--api-url", server.url, "--json", *args)
+
+        by_name = "--workspace", "Demo Office"
+        created = client("task", "create", "--title", "Greet", *by_name, "--project", "greeting")
+        task = json.loads(created.stdout)
+        listed = client("task", "list", *by_name, "--project", "greeting")
+        queued = client("runs", "queue", task["id"], "--agent", "writer")
+        unknown = run(home, "--api-url", server.url, "task", "list", "--workspace", "Nope")
+        no_project = run(
+            home, "--api-url", server.url, "task", "create", "--title", "x", "--project", "nope"
+        )
+    finally:
+        server.stop()
+    assert queued.exit_code == 0, queued.output
+    run_id = int(json.loads(queued.stdout)["run_id"])
+    store = Store.open(f"sqlite:///{home}/office.db")
+    try:
+        [project] = store.office.list_projects(task["workspace_id"])
+        agents = {a.id: a.name for a in store.office.list_agents(task["workspace_id"])}
+        queued_for = agents[store.queue.get_run(run_id).agent_id]
+    finally:
+        store.close()
+    assert task["project_id"] == project.id
+    assert [t["id"] for t in json.loads(listed.stdout)] == [task["id"]]
+    assert queued_for == "writer"
+    assert unknown.exit_code == 2
+    assert one_line_error(unknown) == "office: no workspace 'Nope' (give its id or name)"
+    assert no_project.exit_code == 2
+    assert one_line_error(no_project).startswith("office: no project 'nope' in workspace ")

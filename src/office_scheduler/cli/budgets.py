@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from office_scheduler.cli.client import agent_id, api, api_path, workspace_id
+from office_scheduler.cli.client import agent_id, api, api_path, project_id, workspace_id
 from office_scheduler.cli.state import CliError, details, emit, json_option, table
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
 from office_scheduler.domain.budgets import BudgetAction, BudgetPeriod, BudgetScope
@@ -65,10 +65,7 @@ def _scope_id(client: Any, space: str, scope: str, target: str | None) -> str | 
         raise CliError(f"{article} {scope} budget needs --{scope} ID_OR_NAME", 2)
     if scope == BudgetScope.AGENT.value:
         return agent_id(client, space, target)
-    for project in client.collect(api_path("workspaces", space, "projects"), limit=1000):
-        if target in (project.get("id"), project.get("name")):
-            return str(project["id"])
-    raise CliError(f"no project {target!r} in workspace {space}", 2)
+    return project_id(client, space, target)
 
 
 @click.group("budget")

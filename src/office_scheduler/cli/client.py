@@ -6,6 +6,7 @@ Server errors become :class:`CliError`: bad input (400, 422) exits 2, every othe
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -17,6 +18,8 @@ import httpx
 from office_scheduler.cli.state import CliError, CliState, state
 
 API = "/api/v1"
+#: Entity ids are 32 lowercase hex digits (``store.ids.new_id``); anything else is a name.
+_ID = re.compile(r"[0-9a-f]{32}")
 PAGE_SIZE = 100
 BAD_INPUT = frozenset({400, 422})
 #: Bearer tokens are visible ASCII (RFC 6750 ``b64token`` is a subset): anything else cannot
@@ -199,13 +202,21 @@ def api(current: CliState | None = None) -> Iterator[ApiClient]:
 
 
 def workspace_id(client: ApiClient, given: str | None) -> str:
-    """The workspace to act in: ``given`` (or ``OFFICE_WORKSPACE_ID``), else the only one.
+    """The workspace to act in: ``given`` or ``OFFICE_WORKSPACE_ID``, else the only one.
+
+    ``given`` is an id (32 hex digits, used as given) or a name (looked up).
 
     Raises:
-        CliError: none given and the server has several workspaces or none (exit 2).
+        CliError: none given and the server has several workspaces or none, or no
+            workspace has the name given (exit 2).
     """
-    if given:
+    if given and _ID.fullmatch(given):
         return given
+    if given:
+        for space in client.collect("/workspaces", limit=1000):
+            if given in (space.get("id"), space.get("name")):
+                return str(space["id"])
+        raise CliError(f"no workspace {given!r} (give its id or name)", 2)
     spaces = client.collect("/workspaces", limit=2)
     if len(spaces) == 1:
         return str(spaces[0]["id"])
@@ -257,3 +268,15 @@ def agent_id(client: ApiClient, workspace: str, value: str) -> str:
         if value in (agent.get("id"), agent.get("name")):
             return str(agent["id"])
     raise CliError(f"no agent {value!r} in workspace {workspace}", 1)
+
+
+def project_id(client: ApiClient, workspace: str, value: str) -> str:
+    """Resolve a project given by id or by name within ``workspace``.
+
+    Raises:
+        CliError: no project of the workspace has that id or name (exit 2).
+    """
+    for project in client.collect(api_path("workspaces", workspace, "projects"), limit=1000):
+        if value in (project.get("id"), project.get("name")):
+            return str(project["id"])
+    raise CliError(f"no project {value!r} in workspace {workspace}", 2)

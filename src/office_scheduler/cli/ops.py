@@ -160,12 +160,15 @@ def runs_show(run_id: str) -> None:
 
 @runs_group.command("queue")
 @click.argument("task_id")
-@click.option("--agent", "agent_id", help="Who runs it (default: the task's assignee).")
+@click.option("--agent", "agent", help="Who runs it, id or name (default: the task's assignee).")
 @json_option
-def runs_queue(task_id: str, agent_id: str | None) -> None:
+def runs_queue(task_id: str, agent: str | None) -> None:
     """Queue a run for any task now (ordinary kanban tasks included)."""
     with api() as client:
-        result = client.post("/runs", {"task_id": task_id, "agent_id": agent_id})
+        if agent is not None:
+            space = client.get(api_path("tasks", task_id))["workspace_id"]
+            agent = resolve_agent(client, agent, str(space))
+        result = client.post("/runs", {"task_id": task_id, "agent_id": agent})
     emit(result, lambda: click.echo(f"{result.get('outcome')}: run {result.get('run_id')}"))
 
 

@@ -7,7 +7,14 @@ from typing import Any
 
 import click
 
-from office_scheduler.cli.client import agent_id, api, api_path, with_agent_names, workspace_id
+from office_scheduler.cli.client import (
+    agent_id,
+    api,
+    api_path,
+    project_id,
+    with_agent_names,
+    workspace_id,
+)
 from office_scheduler.cli.state import CliError, details, emit, json_option, table
 from office_scheduler.cli.state import state as current_state
 from office_scheduler.domain.status import TaskState
@@ -41,7 +48,7 @@ WORKSPACE_OPTION = click.option(
     "--workspace",
     "workspace",
     envvar="OFFICE_WORKSPACE_ID",
-    help="Workspace id (default: OFFICE_WORKSPACE_ID, or the only workspace).",
+    help="Workspace id or name (default: OFFICE_WORKSPACE_ID, or the only workspace).",
 )
 
 
@@ -60,7 +67,7 @@ def task_group() -> None:
 @WORKSPACE_OPTION
 @click.option("--parent", "parent_id", help="Parent task id (makes a subtask).")
 @click.option("--assignee", help="Agent id or name.")
-@click.option("--project", "project_id", help="Project id (its directory and executor apply).")
+@click.option("--project", "project", help="Project id or name (its directory and executor apply).")
 @click.option("--blocked-by", "blocked_by", multiple=True, help="Blocking task id (repeatable).")
 @click.option("--kanban", is_flag=True, help="Put it on the ordinary kanban board (no wakes).")
 @json_option
@@ -70,7 +77,7 @@ def task_create(
     workspace: str | None,
     parent_id: str | None,
     assignee: str | None,
-    project_id: str | None,
+    project: str | None,
     blocked_by: tuple[str, ...],
     kanban: bool,
 ) -> None:
@@ -83,7 +90,7 @@ def task_create(
             "title": title,
             "description": description,
             "parent_id": parent_id,
-            "project_id": project_id,
+            "project_id": project_id(client, space, project) if project else None,
             "assignee_agent_id": agent_id(client, space, assignee) if assignee else None,
             "blocked_by": list(blocked_by),
             "workflow": "kanban" if kanban else "office",
@@ -99,7 +106,7 @@ def task_create(
 @click.option("--unassign", is_flag=True, help="Remove the assignee.")
 @click.option("--title", help="New title.")
 @click.option("--description", help="New description.")
-@click.option("--project", "project_id", help="Move to a project.")
+@click.option("--project", "project", help="Move to a project (id or name).")
 @click.option("--blocked-by", "blocked_by", multiple=True, help="Add a blocker (repeatable).")
 @json_option
 def task_update(
@@ -109,7 +116,7 @@ def task_update(
     unassign: bool,
     title: str | None,
     description: str | None,
-    project_id: str | None,
+    project: str | None,
     blocked_by: tuple[str, ...],
 ) -> None:
     """Change a task's fields, assignee or blockers."""
@@ -121,16 +128,17 @@ def task_update(
             ("state", _state(state)),
             ("title", title),
             ("description", description),
-            ("project_id", project_id),
         )
         if value is not None
     }
     if unassign:
         changes["assignee_agent_id"] = None
-    if not changes and not assignee and not blocked_by:
+    if not changes and not assignee and not blocked_by and project is None:
         raise CliError("nothing to change: give at least one option", 2)
     with api() as client:
         task = client.get(api_path("tasks", task_id))
+        if project is not None:
+            changes["project_id"] = project_id(client, task["workspace_id"], project)
         if assignee:
             changes["assignee_agent_id"] = agent_id(client, task["workspace_id"], assignee)
         for blocker in blocked_by:
@@ -158,7 +166,7 @@ def task_done(task_id: str) -> None:
 @click.option("--state", type=STATES, help="Only tasks in this state.")
 @click.option("--assignee", help="Only tasks of this agent (id or name).")
 @click.option("--parent", "parent_id", help="Only subtasks of this task.")
-@click.option("--project", "project_id", help="Only tasks of this project.")
+@click.option("--project", "project", help="Only tasks of this project (id or name).")
 @click.option("--limit", default=200, show_default=True, type=click.IntRange(1, 10_000))
 @json_option
 def task_list(
@@ -166,7 +174,7 @@ def task_list(
     state: str | None,
     assignee: str | None,
     parent_id: str | None,
-    project_id: str | None,
+    project: str | None,
     limit: int,
 ) -> None:
     """List tasks, oldest first."""
@@ -180,7 +188,7 @@ def task_list(
             state=_state(state),
             assignee_agent_id=agent_id(client, space, assignee) if assignee else None,
             parent_id=parent_id,
-            project_id=project_id,
+            project_id=project_id(client, space, project) if project else None,
         )
         shown = with_agent_names(client, tasks, ["assignee_agent_id"], workspace=space)
     emit(tasks, lambda: click.echo(table(shown, TASK_COLUMNS)))
