@@ -22,9 +22,9 @@ import io
 import multiprocessing as mp
 import os
 import pstats
-import statistics
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
@@ -90,11 +90,15 @@ def _seed(url: str, schema: str, agent_count: int) -> None:
         db.dispose()
 
 
-def _worker(url: str, schema: str, node: str, seconds: float, batch: int, start_at: float) -> int:
+def _worker(
+    url: str, schema: str, node: str, seconds: float, batch: int, start_at: float
+) -> tuple[int, float]:
+    """Claim and finish for ``seconds``; returns (claimed runs, CPU seconds this process used)."""
     store = Store.from_database(open_database(url, schema=schema, pool_size=2))
     claimed = 0
     try:
         time.sleep(max(0.0, start_at - time.time()))
+        cpu = time.process_time()
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             now = datetime.now(UTC)
@@ -104,12 +108,37 @@ def _worker(url: str, schema: str, node: str, seconds: float, batch: int, start_
                 store.queue.finish_run(
                     run.id, status=RunStatus.FINISHED, reason=RunReason.COMPLETED, now=now
                 )
+        cpu = time.process_time() - cpu
     finally:
         store.close()
-    return claimed
+    return claimed, cpu
 
 
-def _round(url: str, processes: int, args: argparse.Namespace) -> float:
+def _busy_jiffies() -> tuple[int, int] | None:
+    """(busy, total) CPU jiffies of the whole machine from ``/proc/stat`` (Linux only)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One timed round: claimed runs/s and where the CPU went (in cores, over the window).
+
+    ``machine_cores``: busy cores of the whole machine (claimers, PostgreSQL, the rest);
+    ``claimer_cores``: the claiming processes' own CPU. ``None`` where ``/proc`` is missing.
+    """
+
+    rate: float
+    machine_cores: float | None
+    claimer_cores: float
+
+
+def _round(url: str, processes: int, args: argparse.Namespace) -> Cell:
     schema = f"bench_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -121,12 +150,31 @@ def _round(url: str, processes: int, args: argparse.Namespace) -> float:
             (url, schema, f"node-{n}", args.seconds, args.batch, start_at) for n in range(processes)
         ]
         with mp.get_context("spawn").Pool(processes) as pool:
-            counts = pool.starmap(_worker, jobs)
-        return float(sum(counts)) / float(args.seconds)
+            pending = pool.starmap_async(_worker, jobs)
+            time.sleep(max(0.0, start_at - time.time()))
+            before = _busy_jiffies()
+            time.sleep(args.seconds)
+            after = _busy_jiffies()
+            results = pending.get()
+        cores = None
+        if before is not None and after is not None and after[1] > before[1]:
+            share = (after[0] - before[0]) / (after[1] - before[1])
+            cores = share * (os.cpu_count() or 1)
+        claimed = sum(count for count, _ in results)
+        cpu = sum(seconds for _, seconds in results)
+        return Cell(
+            rate=float(claimed) / float(args.seconds),
+            machine_cores=cores,
+            claimer_cores=cpu / float(args.seconds),
+        )
     finally:
         with admin.connect() as conn:
             conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
         admin.dispose()
+
+
+def _rate(cell: Cell) -> float:
+    return cell.rate
 
 
 def _profile(url: str, args: argparse.Namespace) -> str:
@@ -160,17 +208,21 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     url = _url()
-    rates: dict[int, float] = {}
+    cells: dict[int, Cell] = {}
     for processes in (1, 2, 4):
-        rates[processes] = statistics.median(
-            _round(url, processes, args) for _ in range(args.repeat)
-        )
+        rounds = sorted((_round(url, processes, args) for _ in range(args.repeat)), key=_rate)
+        cells[processes] = rounds[len(rounds) // 2]  # the median round
     print(f"claim + finish, batch {args.batch}, {args.agents} agents, {args.seconds:.0f} s\n")
-    print("| processes | claimed runs/s | vs 1 |")
-    print("|---:|---:|---:|")
-    for processes, rate in rates.items():
-        print(f"| {processes} | {rate:,.0f} | {rate / rates[1]:.2f}x |")
-    print(f"\nratio 4 vs 1: {rates[4] / rates[1]:.2f}x")
+    print("| processes | claimed runs/s | vs 1 | machine cores busy | claimers' cores |")
+    print("|---:|---:|---:|---:|---:|")
+    one = cells[1].rate
+    for processes, cell in cells.items():
+        busy = "-" if cell.machine_cores is None else f"{cell.machine_cores:.2f}"
+        print(
+            f"| {processes} | {cell.rate:,.0f} | {cell.rate / one:.2f}x | {busy} |"
+            f" {cell.claimer_cores:.2f} |"
+        )
+    print(f"\nratio 4 vs 1: {cells[4].rate / one:.2f}x")
     if args.profile:
         print("\ncProfile of one single-process round (cumulative):\n")
         print(_profile(url, args))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import time
 
 import sqlalchemy as sa
@@ -24,23 +25,35 @@ from bench import bench_scaleout, throughput
 from bench.common import Results, pg_database, pg_url, progress
 
 
+def _cores(value: float | None) -> str:
+    return "?" if value is None else f"{value:.2f}"
+
+
 def scaleout(
     results: Results, *, seconds: float, agents: int, counts: tuple[int, ...] = (1, 2, 4)
 ) -> dict[int, float]:
     url = pg_url()
     args = argparse.Namespace(seconds=seconds, agents=agents, batch=8)
     rates: dict[int, float] = {}
+    cells: dict[int, bench_scaleout.Cell] = {}
     for processes in counts:
-        rates[processes] = bench_scaleout._round(url, processes, args)
-        progress(f"scale-out: {processes} process(es): {rates[processes]:,.0f} claimed runs/s")
+        cell = cells[processes] = bench_scaleout._round(url, processes, args)
+        rates[processes] = cell.rate
+        progress(
+            f"scale-out: {processes} process(es): {cell.rate:,.0f} claimed runs/s, "
+            f"{_cores(cell.machine_cores)} cores busy ({cell.claimer_cores:.2f} in the claimers)"
+        )
     results.details["scaleout_postgres"] = {
         "seconds": seconds,
         "agents": agents,
         "batch": 8,
         "claimed_runs_per_s": {str(k): round(v, 1) for k, v in rates.items()},
+        "machine_cores_busy": {str(k): c.machine_cores for k, c in cells.items()},
+        "claimer_cores": {str(k): round(c.claimer_cores, 2) for k, c in cells.items()},
     }
     for processes, rate in rates.items():
         ratio = rate / rates[1]
+        cell = cells[processes]
         results.add(
             "3 scale-out postgres",
             f"claim+finish, {processes} scheduler process(es)",
@@ -48,7 +61,10 @@ def scaleout(
             "runs/s",
             goal=">= 2x 1 process" if processes == 4 else "",
             ok=ratio >= 2.0 if processes == 4 else None,
-            note=f"{ratio:.2f}x 1 process",
+            note=(
+                f"{ratio:.2f}x 1 process; {_cores(cell.machine_cores)} of "
+                f"{os.cpu_count()} cores busy, {cell.claimer_cores:.2f} in the claimers"
+            ),
         )
     return rates
 
