@@ -427,7 +427,7 @@ def test_workspaces_projects_and_agents_are_taken_by_name_as_by_id(
     assert task["project_id"] == project.id
     assert [t["id"] for t in json.loads(listed.stdout)] == [task["id"]]
     assert queued_for == "writer"
-    assert unknown.exit_code == 2
+    assert unknown.exit_code == 1  # not found, as an unknown id
     assert one_line_error(unknown) == "office: no workspace 'Nope' (give its id or name)"
-    assert no_project.exit_code == 2
+    assert no_project.exit_code == 1
     assert one_line_error(no_project).startswith("office: no project 'nope' in workspace ")

@@ -17,6 +17,7 @@ from office_scheduler.domain.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from office_scheduler.domain.events import TaskCreated
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.routines import (
     HEARTBEAT_NAME,
@@ -33,7 +34,7 @@ from office_scheduler.domain.status import (
     WakeSource,
 )
 from office_scheduler.routines import webhooks
-from office_scheduler.routines.firing import TRIGGERS_PER_TRANSACTION, tick_run
+from office_scheduler.routines.firing import TRIGGERS_PER_TRANSACTION, BatchLostError, tick_run
 from office_scheduler.service import Service
 from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
@@ -712,3 +713,78 @@ async def test_due_triggers_share_a_commit_on_sqlite_and_each_has_its_own_on_pos
         assert claims_per_commit[0] == TRIGGERS_PER_TRANSACTION["sqlite"] == 25
         assert len(claims_per_commit) == 2
     assert all(len(_runs(office, routine)) == 1 for routine, _ in fired)
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_batch_rolled_back_by_sqlite_mid_way_announces_nothing_and_fires_later(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Break-it: on a full disk SQLite rolls back the whole transaction, savepoints
+    included. The batch used to carry on as if one trigger had failed, announcing the
+    earlier triggers' tasks that were never committed (and firing them again later)."""
+    template = {"title": "Job", "description": "x" * 19_000}  # needs new pages
+    routines = [
+        (await _scheduled(office, name=f"Heavy {n}", task_template=template))[0] for n in range(3)
+    ]
+    ours = {routine.id for routine in routines}
+    office.clock.advance(timedelta(minutes=5))
+    due = office.store.routines.due_triggers(office.clock.now())
+    second = [t.routine_id for t in due if t.routine_id in ours][1]
+    announced: list[str] = []
+
+    async def on_created(event: TaskCreated) -> None:
+        announced.append(event.task.id)
+
+    office.service.bus.subscribe(on_created, TaskCreated)
+    real_gate = office.store.routines.gate
+
+    def gate_on_a_full_disk(run_id: int, **kwargs: Any) -> Any:
+        if kwargs["routine_id"] != second:
+            return real_gate(run_id, **kwargs)
+        with office.store.db.write() as conn:  # the batch's own connection
+            pages = conn.exec_driver_sql("PRAGMA page_count").scalar()
+            conn.exec_driver_sql(f"PRAGMA max_page_count={pages}")
+            try:
+                return real_gate(run_id, **kwargs)
+            finally:
+                conn.exec_driver_sql("PRAGMA max_page_count=1073741823")
+
+    monkeypatch.setattr(office.store.routines, "gate", gate_on_a_full_disk)
+    with pytest.raises(BatchLostError):
+        await office.service.cron_firer.fire_due()
+    assert announced == []
+    assert all(_runs(office, routine) == [] for routine in routines)
+
+    monkeypatch.setattr(office.store.routines, "gate", real_gate)
+    made = await office.service.cron_firer.fire_due()
+    assert sorted(r.routine_id for r in made if r.routine_id in ours) == sorted(ours)
+    assert all(len(_runs(office, routine)) == 1 for routine in routines)
+    tasks = {t.id for t in office.store.office.list_tasks(office.workspace.id, limit=500).items}
+    assert len(announced) == 3
+    assert set(announced) <= tasks
+
+
+async def test_an_announcement_that_fails_does_not_stop_the_others(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Break-it: a failing announcement ended the pass, so the rest of the batch's tasks
+    were committed but never announced (their assignees were not woken)."""
+    routines = [
+        (await _scheduled(office, name=f"Heavy {n}", task_template={"title": f"Job {n}"}))[0]
+        for n in range(4)
+    ]
+    failing = routines[1].id
+    dispatcher = office.service.cron_firer._dispatcher
+    real_announce = dispatcher.announce
+    announced: list[str] = []
+
+    async def announce(dispatched: Any) -> RoutineRun:
+        if dispatched.run.routine_id == failing:
+            raise RuntimeError("the bus is gone")
+        announced.append(dispatched.run.routine_id)
+        return await real_announce(dispatched)
+
+    monkeypatch.setattr(dispatcher, "announce", announce)
+    office.clock.advance(timedelta(minutes=5))
+    await office.service.cron_firer.fire_due()
+    assert sorted(announced) == sorted(r.id for r in routines if r.id != failing)

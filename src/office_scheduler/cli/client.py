@@ -204,11 +204,12 @@ def api(current: CliState | None = None) -> Iterator[ApiClient]:
 def workspace_id(client: ApiClient, given: str | None) -> str:
     """The workspace to act in: ``given`` or ``OFFICE_WORKSPACE_ID``, else the only one.
 
-    ``given`` is an id (32 hex digits, used as given) or a name (looked up).
+    ``given`` is an id (32 hex digits, used as given: a workspace *named* like an id
+    is reached by its id) or a name (looked up).
 
     Raises:
-        CliError: none given and the server has several workspaces or none, or no
-            workspace has the name given (exit 2).
+        CliError: none given and the server has several workspaces or none (exit 2), or
+            no workspace has the name given (exit 1: not found, like a missing id).
     """
     if given and _ID.fullmatch(given):
         return given
@@ -216,7 +217,7 @@ def workspace_id(client: ApiClient, given: str | None) -> str:
         for space in client.collect("/workspaces", limit=1000):
             if given in (space.get("id"), space.get("name")):
                 return str(space["id"])
-        raise CliError(f"no workspace {given!r} (give its id or name)", 2)
+        raise CliError(f"no workspace {given!r} (give its id or name)", 1)
     spaces = client.collect("/workspaces", limit=2)
     if len(spaces) == 1:
         return str(spaces[0]["id"])
@@ -274,9 +275,10 @@ def project_id(client: ApiClient, workspace: str, value: str) -> str:
     """Resolve a project given by id or by name within ``workspace``.
 
     Raises:
-        CliError: no project of the workspace has that id or name (exit 2).
+        CliError: no project of the workspace has that id or name (exit 1: not found,
+            like any other missing record).
     """
     for project in client.collect(api_path("workspaces", workspace, "projects"), limit=1000):
         if value in (project.get("id"), project.get("name")):
             return str(project["id"])
-    raise CliError(f"no project {value!r} in workspace {workspace}", 2)
+    raise CliError(f"no project {value!r} in workspace {workspace}", 1)

@@ -32,7 +32,7 @@ from office_scheduler.domain.routines import (
 from office_scheduler.routines.dispatch import Dispatched, RoutineDispatcher
 from office_scheduler.routines.templates import builtin_values, resolve_variables
 from office_scheduler.routines.ticks import TickPlan, plan_ticks
-from office_scheduler.store.engine import is_connection_lost
+from office_scheduler.store.engine import in_transaction, is_connection_lost
 from office_scheduler.store.facade import Store
 from office_scheduler.store.routine_runs import NewRoutineRun
 
@@ -112,6 +112,20 @@ def _runs_of(routine: Routine, trigger: RoutineTrigger, plan: TickPlan) -> list[
 TRIGGERS_PER_TRANSACTION = {"sqlite": 25, "postgresql": 1}
 
 
+class BatchLostError(RuntimeError):
+    """The database rolled back a whole batch of triggers while one of them failed.
+
+    Nothing of the batch was committed or announced; the cron loop logs the pass as failed
+    and the next pass fires every tick of the batch once.
+    """
+
+    def __init__(self, trigger_id: str) -> None:
+        super().__init__(
+            f"the transaction of a cron batch was rolled back while trigger {trigger_id} "
+            "failed; nothing of the batch was kept"
+        )
+
+
 class _Failed:
     """A trigger's part of a transaction failed for a reason logged where it happened."""
 
@@ -165,7 +179,8 @@ class CronFirer:
             chunk = due[first : first + size]
             outcomes = await asyncio.to_thread(self._claim_and_dispatch_many, chunk, now)
             for trigger, outcome in outcomes:
-                made += await self._after_commit(trigger, outcome)
+                with _alone("routine_trigger_failed", trigger_id=trigger.id):
+                    made += await self._after_commit(trigger, outcome)
         abandoned = await asyncio.to_thread(
             self._store.routines.received_runs, created_before=now - ABANDONED_AFTER
         )
@@ -254,8 +269,16 @@ class CronFirer:
                 def in_savepoint(
                     trigger: RoutineTrigger = trigger, schedule: CronSchedule = schedule
                 ) -> _Outcome:
-                    with conn.begin_nested():
-                        return self._claim_and_dispatch(trigger, schedule, now)
+                    try:
+                        with conn.begin_nested():
+                            return self._claim_and_dispatch(trigger, schedule, now)
+                    except Exception:
+                        # SQLite rolls the whole transaction back on some errors (disk
+                        # full, I/O): then the earlier triggers' work is gone too, and
+                        # nothing of the batch may be announced or committed.
+                        if not in_transaction(conn):
+                            raise BatchLostError(trigger.id) from None
+                        raise
 
                 outcomes.append((trigger, self._outcome_of(trigger, in_savepoint)))
         return outcomes
@@ -271,6 +294,8 @@ class CronFirer:
             return attempt()
         except (NotFoundError, InvalidInputError) as exc:
             return exc
+        except BatchLostError:
+            raise
         except Exception as exc:
             if is_connection_lost(exc):
                 raise

@@ -85,6 +85,18 @@ def is_deadlock(error: BaseException) -> bool:
     return getattr(error.orig, "sqlstate", None) in _ROLLED_BACK_STATES
 
 
+def in_transaction(conn: Connection) -> bool:
+    """Whether the database still holds ``conn``'s transaction open.
+
+    SQLite ends the whole transaction by itself on some errors (``SQLITE_FULL``,
+    ``SQLITE_IOERR``, ``SQLITE_NOMEM``), savepoints included, while SQLAlchemy still
+    thinks it is open. PostgreSQL keeps a failed transaction open until it is rolled back.
+    """
+    if conn.dialect.name != "sqlite":
+        return True
+    return bool(getattr(conn.connection.dbapi_connection, "in_transaction", True))
+
+
 def normalise_url(url: str) -> str:
     """Return ``url`` with the driver SQLAlchemy should use (``postgresql`` → psycopg 3)."""
     if url.startswith("postgres://"):
