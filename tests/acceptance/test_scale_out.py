@@ -3,9 +3,12 @@
 Real processes end to end (issue 10). A workload of 10,000 wakes over 200 agents is sent
 through the four servers' APIs — explicit wakes (in batches, ``POST /workspaces/{id}/wakes``,
 as an integration sending bursts would), one Office task per agent created with its
-assignee (``task_assigned``) and comments on those tasks — paced evenly over a 120-second
-window while five lightweight routines fire every minute (the window and the settling after
-it cross at least two minute boundaries). Every one of the 10,000 must be taken in within
+assignee (``task_assigned``; some are subtasks of another agent's task, some are blocked by
+one) and comments on those tasks — paced evenly over a 120-second window while five
+lightweight routines fire every minute (the window and the settling after it cross at least
+two minute boundaries). In the second half 60 subtasks and blockers are finished, each
+waking the parent's or the dependant's assignee (``task_children_completed``,
+``task_blockers_resolved``). Every one of the 10,000 must be taken in within
 the window. The office uses second-granularity settings: a 3-second coalescing hold and a
 20-second cooldown per agent, so a busy agent's wakes gather in its queued runs (one per
 task scope) while it rests, as coalescing is meant to; each agent session lasts 5 seconds
@@ -62,6 +65,8 @@ SERVERS = 4
 API_WAKES = 8400
 TASKS = AGENTS
 COMMENTS = 1400
+#: Subtasks and blockers finished in the second half of the window (office events).
+FINISHED = 60
 ROUTINES = 5
 SEND_WINDOW_S = float(os.environ.get("OFFICE_SCALE_SEND_S", "120"))
 #: The sender paces the workload to end this long before the window closes, so a slow
@@ -167,41 +172,81 @@ class _Client:
         self.workspace_id = workspace_id
         self.agent_ids = agent_ids
         self.urls: list[str] = []
-        self.tasks: list[str] = []
+        self.commented: list[str] = []  # tasks that stay open (a done task's comments wake no one)
+        # Task links for the office events: an anchor gets one subtask, a blocker task one
+        # dependant; finishing the subtask or the blocker wakes the anchor's or the
+        # dependant's assignee (task_children_completed, task_blockers_resolved).
+        self.childless: list[str] = []
+        self.unused_blockers: list[str] = []
+        self.to_finish: list[tuple[str, str]] = []  # (task id, wake source it causes)
         self.sent: Counter[str] = Counter()
+        self.caused: Counter[str] = Counter()  # event wakes the "done" requests must cause
         self.failures = 0
         self._count = threading.Lock()
         self.http = httpx.Client(timeout=30, limits=httpx.Limits(max_connections=32))
 
     def _post(self, n: int, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._send("POST", n, path, body)
+
+    def _send(self, method: str, n: int, path: str, body: dict[str, Any]) -> dict[str, Any]:
         for attempt in range(20):
             url = self.urls[(n + attempt) % len(self.urls)]
             try:
-                response = self.http.post(url + path, headers=self.headers, json=body)
+                response = self.http.request(method, url + path, headers=self.headers, json=body)
             except httpx.HTTPError:
                 with self._count:
                     self.failures += 1
                 time.sleep(0.2)
                 continue
-            if response.status_code in (201, 202):
+            if response.status_code in (200, 201, 202):
                 result: dict[str, Any] = response.json()
                 return result
             raise AssertionError(f"{path}: {response.status_code} {response.text}")
         raise AssertionError(f"{path}: no server answered")
 
+    def _task(self, n: int, agent_id: str) -> None:
+        """Create the agent's task: by turns an anchor, an anchor's subtask, a blocker, or
+        a blocker's dependant (when there is a free anchor or blocker to link to)."""
+        body: dict[str, Any] = {"title": f"job {n}", "assignee_agent_id": agent_id}
+        role = n % 4
+        with self._count:
+            if role == 1 and self.childless:
+                body["parent_id"] = self.childless.pop()
+            elif role == 2 and self.unused_blockers:
+                body["blocked_by"] = [self.unused_blockers.pop()]
+        task = self._post(n, f"/api/v1/workspaces/{self.workspace_id}/tasks", body)
+        with self._count:
+            if "parent_id" not in body and role != 3:  # never finished: comments wake
+                self.commented.append(task["id"])
+            if "parent_id" in body:
+                self.to_finish.append((task["id"], WakeSource.TASK_CHILDREN_COMPLETED.value))
+            elif "blocked_by" in body:
+                self.to_finish.append(
+                    (body["blocked_by"][0], WakeSource.TASK_BLOCKERS_RESOLVED.value)
+                )
+            elif role == 0:
+                self.childless.append(task["id"])
+            elif role == 3:
+                self.unused_blockers.append(task["id"])
+
     def act(self, item: tuple[int, str, int]) -> None:
         n, kind, agent = item
         agent_id = self.agent_ids[agent]
-        if kind == "comment" and self.tasks:
-            task_id = self.tasks[n % len(self.tasks)]
+        if kind == "comment" and self.commented:
+            task_id = self.commented[n % len(self.commented)]
             self._post(n, f"/api/v1/tasks/{task_id}/comments", {"body": f"note {n}"})
         elif kind == "task":
-            task = self._post(
-                n,
-                f"/api/v1/workspaces/{self.workspace_id}/tasks",
-                {"title": f"job {n}", "assignee_agent_id": agent_id},
-            )
-            self.tasks.append(task["id"])
+            self._task(n, agent_id)
+        elif kind == "done":
+            with self._count:
+                if not self.to_finish:
+                    return
+                task_id, causes = self.to_finish.pop(0)
+            self._send("PATCH", n, f"/api/v1/tasks/{task_id}", {"state": "DONE"})
+            with self._count:
+                self.sent[kind] += 1
+                self.caused[causes] += 1
+            return
         else:  # a comment before any task exists wakes the agent itself
             kind = "wake"
             self._post(n, f"/api/v1/agents/{agent_id}/wake", {"idempotency_key": f"w-{n}"})
@@ -234,9 +279,20 @@ class _Client:
 
 
 def _workload() -> list[tuple[int, str, int]]:
-    """``(n, kind, agent index)`` in sending order; the k-th task goes to agent k."""
-    kinds = ["wake"] * API_WAKES + ["task"] * TASKS + ["comment"] * COMMENTS
-    random.Random(3).shuffle(kinds)
+    """``(n, kind, agent index)`` in sending order; the k-th task goes to agent k.
+
+    The tasks come in the first half; the ``done`` requests (finishing subtasks and
+    blockers) are spread over the second.
+    """
+    rng = random.Random(3)
+    kinds = ["wake"] * API_WAKES + ["comment"] * COMMENTS
+    rng.shuffle(kinds)
+    half = len(kinds) // 2
+    for k in range(TASKS):  # spread evenly over the first half
+        kinds.insert(k * (half + TASKS) // TASKS, "task")
+    start = len(kinds) // 2
+    for k in range(FINISHED):
+        kinds.insert(start + k * (len(kinds) - start) // FINISHED, "done")
     tasks = iter(range(TASKS))
     return [
         (n, kind, next(tasks) % AGENTS if kind == "task" else n % AGENTS)
@@ -365,7 +421,8 @@ def test_four_processes_share_one_queue_and_survive_a_sigkill(
         sent_for = time.monotonic() - started
         print(f"\nscale-out: sent {dict(client.sent)} in {sent_for:.0f} s, {behind:.1f} s late")
         # Issue 10: all 10,000 taken in (answered) within the two minutes.
-        assert sum(client.sent.values()) == len(work), "the window closed before all was sent"
+        wakes_sent = client.sent["wake"] + client.sent["task"] + client.sent["comment"]
+        assert wakes_sent == API_WAKES + TASKS + COMMENTS == 10_000, "the window closed early"
         assert sent_for <= SEND_WINDOW_S, f"the last answers came after the window ({sent_for} s)"
         assert victim is not None
         survivors = [node for node in nodes if node is not victim]
@@ -420,6 +477,11 @@ def test_four_processes_share_one_queue_and_survive_a_sigkill(
     assert by_source[WakeSource.USER] == client.sent["wake"]
     assert by_source[WakeSource.TASK_ASSIGNED] >= client.sent["task"]
     assert by_source[WakeSource.COMMENT] >= client.sent["comment"]
+    # Each finished subtask wakes its parent's assignee, each finished blocker its
+    # dependant's: exactly once (one child per parent, one blocker per dependant).
+    for source in (WakeSource.TASK_CHILDREN_COMPLETED, WakeSource.TASK_BLOCKERS_RESOLVED):
+        assert client.caused[source.value] > 0
+        assert by_source[source] == client.caused[source.value], source
     assert all(h["status"] == "ok" for h in health)
     assert sum(h["maintenance_leader"] for h in health) == 1, "a survivor took over"
     # Every process claimed work, and no run was claimed by two live processes.
