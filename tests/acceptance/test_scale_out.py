@@ -409,7 +409,7 @@ def test_four_processes_share_one_queue_and_survive_a_sigkill(
             for first in range(0, len(work), per_batch):
                 elapsed = time.monotonic() - started
                 if elapsed >= SEND_WINDOW_S:
-                    break  # time-boxed: what was sent is checked below
+                    break  # the window is over: the count below says what was missed
                 client.send(pool, work[first : first + per_batch])
                 if victim is None and elapsed >= SEND_WINDOW_S / 2:
                     victim = _kill_the_leader(client, nodes)
