@@ -165,6 +165,9 @@ class CronFirer:
             sqlalchemy.exc.DBAPIError: the database connection was lost (the cron loop
                 backs off and tries the pass again; nothing of the unfinished transaction
                 was kept).
+            BatchLostError: SQLite ended a batch's whole transaction itself (a full disk,
+                an I/O error): nothing of that batch was kept or announced, and the next
+                pass fires it.
         """
         now = self._clock.now()
         await self._schedule_new(now)
