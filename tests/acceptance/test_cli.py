@@ -431,3 +431,17 @@ def test_workspaces_projects_and_agents_are_taken_by_name_as_by_id(
     assert one_line_error(unknown) == "office: no workspace 'Nope' (give its id or name)"
     assert no_project.exit_code == 1
     assert one_line_error(no_project).startswith("office: no project 'nope' in workspace ")
+
+
+def test_a_command_without_a_token_says_where_one_is_looked_for(home: Path, tmp_path: Path) -> None:
+    """README walk: ``--home`` elsewhere gave only "missing bearer token"."""
+    server = Server(home)
+    elsewhere = tmp_path / "elsewhere"
+    try:
+        result = run(elsewhere, "--api-url", server.url, "runs", "list")
+    finally:
+        server.stop()
+    assert result.exit_code == 1
+    line = one_line_error(result)
+    assert line.startswith("office: missing bearer token: no token was sent: set OFFICE_TOKEN")
+    assert line.endswith(f"(there is no {elsewhere / 'admin_token'})")

@@ -101,6 +101,8 @@ class ApiClient:
         timeout_s: per-request timeout.
         token_source: where the token came from, named when it is unusable (default
             ``OFFICE_TOKEN``).
+        missing_token_hint: added to a 401 answer when no token was sent (where one is
+            looked for).
 
     Raises:
         CliError: the token cannot be sent in a header (exit 2).
@@ -113,8 +115,10 @@ class ApiClient:
         *,
         timeout_s: float = 30.0,
         token_source: str | None = None,
+        missing_token_hint: str = "",
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._missing_token_hint = "" if token else missing_token_hint
         headers = bearer_header(token, token_source or "OFFICE_TOKEN") if token else {}
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
 
@@ -156,7 +160,8 @@ class ApiClient:
             raise CliError(f"--api-url names the server, without {API}: {self.base_url}", 2)
         if response.status_code >= 400:
             code = 2 if response.status_code in BAD_INPUT else 1
-            raise CliError(_reason(response), code)
+            hint = self._missing_token_hint if response.status_code == 401 else ""
+            raise CliError(_reason(response) + (f": {hint}" if hint else ""), code)
         if not response.content:
             return None
         try:
@@ -194,7 +199,13 @@ def api(current: CliState | None = None) -> Iterator[ApiClient]:
     """An :class:`ApiClient` for the current command's ``--api-url`` and token."""
     current = current or state()
     source = "OFFICE_TOKEN" if current.token else f"the token in {current.admin_token_path}"
-    client = ApiClient(current.api_url, current.resolved_token(), token_source=source)
+    hint = (
+        "no token was sent: set OFFICE_TOKEN (or --token), or point OFFICE_HOME at the "
+        f"home of `office serve` (there is no {current.admin_token_path})"
+    )
+    client = ApiClient(
+        current.api_url, current.resolved_token(), token_source=source, missing_token_hint=hint
+    )
     try:
         yield client
     finally:
