@@ -389,35 +389,35 @@ async def test_a_batch_rolled_back_to_break_a_deadlock_is_sent_again(
     assert _count(office, wakeup_requests) == 2
 
 
+def _persist_many_failing(
+    office: Office, monkeypatch: pytest.MonkeyPatch, error: psycopg.Error
+) -> list[int]:
+    """Make every batch write fail with ``error``; returns the sizes of the batches tried."""
+    calls: list[int] = []
+
+    def failing(requests: list[WakeRequest]) -> object:
+        calls.append(len(requests))
+        raise sa.exc.OperationalError("UPDATE", {}, error)
+
+    monkeypatch.setattr(office.service.intake, "persist_many", failing)
+    return calls
+
+
 async def test_a_batch_failing_for_another_reason_is_not_sent_again(
     office: Office, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    intake = office.service.intake
-    calls: list[int] = []
-
-    def broken(requests: list[WakeRequest]) -> object:
-        calls.append(len(requests))
-        raise sa.exc.OperationalError("UPDATE", {}, psycopg.errors.QueryCanceled("timeout"))
-
-    monkeypatch.setattr(intake, "persist_many", broken)
+    calls = _persist_many_failing(office, monkeypatch, psycopg.errors.QueryCanceled("timeout"))
     with pytest.raises(sa.exc.OperationalError):
-        await intake.enqueue_many([_event(office, office.worker.id)])
+        await office.service.intake.enqueue_many([_event(office, office.worker.id)])
     assert calls == [1]
 
 
 async def test_a_batch_deadlocked_three_times_is_refused_as_busy(
     office: Office, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    intake = office.service.intake
-    calls: list[int] = []
-
-    def always_deadlocked(requests: list[WakeRequest]) -> object:
-        calls.append(len(requests))
-        raise sa.exc.OperationalError("UPDATE", {}, psycopg.errors.DeadlockDetected("cycle"))
-
-    monkeypatch.setattr(intake, "persist_many", always_deadlocked)
+    calls = _persist_many_failing(office, monkeypatch, psycopg.errors.DeadlockDetected("cycle"))
     with pytest.raises(BusyError) as raised:
-        await intake.enqueue_many([_event(office, office.worker.id)])
+        await office.service.intake.enqueue_many([_event(office, office.worker.id)])
     assert calls == [1, 1, 1]
     assert raised.value.retry_after_s == 1
 

@@ -225,10 +225,10 @@ def workspace_id(client: ApiClient, given: str | None) -> str:
     if given and _ID.fullmatch(given):
         return given
     if given:
-        for space in client.collect("/workspaces", limit=1000):
-            if given in (space.get("id"), space.get("name")):
-                return str(space["id"])
-        raise CliError(f"no workspace {given!r} (give its id or name)", 1)
+        found = _id_or_name(client.collect("/workspaces", limit=1000), given)
+        if found is None:
+            raise CliError(f"no workspace {given!r} (give its id or name)", 1)
+        return found
     spaces = client.collect("/workspaces", limit=2)
     if len(spaces) == 1:
         return str(spaces[0]["id"])
@@ -275,11 +275,7 @@ def agent_id(client: ApiClient, workspace: str, value: str) -> str:
         CliError: no agent of the workspace has that id or name (exit 1: not found, like
             any other missing record).
     """
-    agents = client.collect(api_path("workspaces", workspace, "agents"), limit=1000)
-    for agent in agents:
-        if value in (agent.get("id"), agent.get("name")):
-            return str(agent["id"])
-    raise CliError(f"no agent {value!r} in workspace {workspace}", 1)
+    return _member(client, workspace, "agents", value)
 
 
 def project_id(client: ApiClient, workspace: str, value: str) -> str:
@@ -289,7 +285,26 @@ def project_id(client: ApiClient, workspace: str, value: str) -> str:
         CliError: no project of the workspace has that id or name (exit 1: not found,
             like any other missing record).
     """
-    for project in client.collect(api_path("workspaces", workspace, "projects"), limit=1000):
-        if value in (project.get("id"), project.get("name")):
-            return str(project["id"])
-    raise CliError(f"no project {value!r} in workspace {workspace}", 1)
+    return _member(client, workspace, "projects", value)
+
+
+def _id_or_name(records: Sequence[Mapping[str, Any]], value: str) -> str | None:
+    """The id of the record whose id or name is ``value`` (``None``: none is)."""
+    for record in records:
+        if value in (record.get("id"), record.get("name")):
+            return str(record["id"])
+    return None
+
+
+def _member(client: ApiClient, workspace: str, collection: str, value: str) -> str:
+    """The id of the agent or project (``collection``) of ``workspace`` with that id or name.
+
+    Raises:
+        CliError: none has (exit 1).
+    """
+    found = _id_or_name(
+        client.collect(api_path("workspaces", workspace, collection), limit=1000), value
+    )
+    if found is None:
+        raise CliError(f"no {collection.removesuffix('s')} {value!r} in workspace {workspace}", 1)
+    return found

@@ -3,20 +3,21 @@
 A pass (1) gives unscheduled triggers their first tick, (2) claims each due trigger's ticks
 by moving its ``next_run_at`` with a compare-and-set that inserts their routine runs in the
 same transaction — so two scheduler processes on one PostgreSQL database can never fire a
-tick twice — and dispatches them, still in that transaction (on SQLite one commit for up
-to 25 triggers, each under a savepoint; on PostgreSQL one commit per trigger), and
+tick twice — and dispatches them, still in that transaction (each trigger under a
+savepoint; on SQLite one commit for up to 25 triggers, on PostgreSQL one per trigger), and
 (3) dispatches routine runs a stopped process claimed but never dispatched.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
 
 import structlog
+from sqlalchemy.engine import Connection
 
 from office_scheduler.clock import Clock
 from office_scheduler.cron import CronSchedule, parse_schedule
@@ -251,55 +252,34 @@ class CronFirer:
     def _claim_and_dispatch_many(
         self, chunk: list[tuple[RoutineTrigger, CronSchedule]], now: datetime
     ) -> list[tuple[RoutineTrigger, _Outcome]]:
-        """Claim and dispatch ``chunk``'s triggers in one transaction, a savepoint each.
-
-        A trigger whose part fails is rolled back alone (to its savepoint; a chunk of one
-        is its own transaction) and reported; the others commit. A lost connection ends
-        the whole transaction.
-        """
-        if len(chunk) == 1:
-            [(trigger, schedule)] = chunk
-
-            def alone() -> _Outcome:
-                with self._store.db.transaction():
-                    return self._claim_and_dispatch(trigger, schedule, now)
-
-            return [(trigger, self._outcome_of(trigger, alone))]
-        outcomes: list[tuple[RoutineTrigger, _Outcome]] = []
+        """Claim and dispatch ``chunk``'s triggers in one transaction, a savepoint each."""
         with self._store.db.transaction() as conn:
-            for trigger, schedule in chunk:
+            return [
+                (trigger, self._in_savepoint(conn, trigger, schedule, now))
+                for trigger, schedule in chunk
+            ]
 
-                def in_savepoint(
-                    trigger: RoutineTrigger = trigger, schedule: CronSchedule = schedule
-                ) -> _Outcome:
-                    try:
-                        with conn.begin_nested():
-                            return self._claim_and_dispatch(trigger, schedule, now)
-                    except Exception:
-                        # SQLite rolls the whole transaction back on some errors (disk
-                        # full, I/O): then the earlier triggers' work is gone too, and
-                        # nothing of the batch may be announced or committed.
-                        if not in_transaction(conn):
-                            raise BatchLostError(trigger.id) from None
-                        raise
+    def _in_savepoint(
+        self, conn: Connection, trigger: RoutineTrigger, schedule: CronSchedule, now: datetime
+    ) -> _Outcome:
+        """One trigger's claim and dispatch; a failure rolls back its savepoint alone.
 
-                outcomes.append((trigger, self._outcome_of(trigger, in_savepoint)))
-        return outcomes
-
-    @staticmethod
-    def _outcome_of(trigger: RoutineTrigger, attempt: Callable[[], _Outcome]) -> _Outcome:
-        """``attempt()``, or the ``OfficeError`` the caller acts on, or :data:`_FAILED`.
+        Returns what it came to, the ``OfficeError`` the caller acts on, or
+        :data:`_FAILED` (logged here).
 
         Raises:
+            BatchLostError: SQLite ended the whole transaction (the earlier triggers' work
+                is gone too: nothing of the batch may be committed or announced).
             sqlalchemy.exc.DBAPIError: the connection was lost.
         """
         try:
-            return attempt()
+            with conn.begin_nested():
+                return self._claim_and_dispatch(trigger, schedule, now)
         except (NotFoundError, InvalidInputError) as exc:
             return exc
-        except BatchLostError:
-            raise
         except Exception as exc:
+            if not in_transaction(conn):
+                raise BatchLostError(trigger.id) from exc
             if is_connection_lost(exc):
                 raise
             log.exception("routine_trigger_failed", trigger_id=trigger.id)
