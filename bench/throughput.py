@@ -99,9 +99,11 @@ class ProductVariant(Variant):
 
     async def rounds(self, rounds: list[list[Wake]]) -> None:
         began = time.perf_counter()
+        intake = self.service.intake
         for wakes in rounds:
-            for wake in wakes:
-                await self.service.intake.enqueue(request_of(self.office, wake))
+            # A round's wakes arrive together (HTTP handlers, event subscribers), so
+            # intake may commit them in groups; within an agent's burst they keep their order.
+            await asyncio.gather(*(intake.enqueue(request_of(self.office, w)) for w in wakes))
             self.clock.advance(ROUND_STEP)
             await self.service.run_until_idle()
         self.seconds += time.perf_counter() - began

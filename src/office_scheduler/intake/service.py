@@ -17,6 +17,7 @@ from office_scheduler.domain.errors import BusyError, InvalidInputError, NotFoun
 from office_scheduler.domain.events import Event, WakeupReceived
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.status import IntakeOutcome
+from office_scheduler.intake.group import GroupCommit, Outcome
 from office_scheduler.intake.rules import decide_merge
 from office_scheduler.store.engine import is_deadlock
 from office_scheduler.store.facade import Store
@@ -34,6 +35,9 @@ _DEADLOCK_ATTEMPTS = 3
 #: Most wakes one batch may carry for one agent. Each merges into the same run, whose
 #: context is rewritten every time, and the agent stays locked until the batch commits.
 MAX_BATCH_WAKES_PER_AGENT = 50
+#: Most concurrent wakes :meth:`Intake.enqueue` commits together. The write lock (SQLite)
+#: or the agents' row locks (PostgreSQL) are held until the group commits.
+GROUP_COMMIT_MAX = 64
 
 
 def validate_request(request: WakeRequest) -> None:
@@ -94,10 +98,18 @@ class Intake:
         self._clock = clock
         self._poke = poke
         self._publish = publish
+        self._group: GroupCommit[WakeRequest, IntakeResult] = GroupCommit(
+            self.persist_group, max_batch=GROUP_COMMIT_MAX
+        )
 
     @retry_if_connection_lost
     async def enqueue(self, request: WakeRequest) -> IntakeResult:
-        """Persist ``request`` and create or join a run (one transaction), then announce it.
+        """Persist ``request`` and create or join a run, then announce it.
+
+        Wakes enqueued concurrently (HTTP requests, event subscribers, retries) are
+        committed together, up to :data:`GROUP_COMMIT_MAX` per transaction (see
+        :meth:`persist_group`); a lone wake is one transaction of its own. Each wake's
+        outcome and errors are its own, as if it had been committed alone.
 
         A connection lost under the call is retried once on a new one (see
         :mod:`office_scheduler.store.reconnect`).
@@ -109,9 +121,49 @@ class Intake:
             NotFoundError: the agent or workspace does not exist.
             InvalidInputError: see :func:`validate_request`.
         """
-        result = await asyncio.to_thread(self.persist, request)
+        result = await self._group.submit(request)
         await self.announce(request, result)
         return result
+
+    def persist_group(self, requests: Sequence[WakeRequest]) -> list[Outcome[IntakeResult]]:
+        """Blocking: persist independent wakes in one transaction; outcomes their own.
+
+        Returns, in the order of ``requests``, each wake's result or the error that
+        rejected it. A wake failing :func:`validate_request` is left out of the group
+        (``InvalidInputError``). The others are written with agents locked in the order of
+        their ids (no deadlock between two groups on PostgreSQL). If the group's
+        transaction fails in any way (an unknown agent, a deadlock with other work, a lost
+        connection, a full disk), nothing of it is kept and each of its wakes is persisted
+        again in a transaction of its own, so each gets the outcome it would have had
+        alone.
+        """
+        if len(requests) == 1:
+            return [self._persist_alone(requests[0])]
+        outcomes: dict[int, Outcome[IntakeResult]] = {}
+        valid: list[int] = []
+        for index, request in enumerate(requests):
+            try:
+                validate_request(request)
+                valid.append(index)
+            except InvalidInputError as exc:
+                outcomes[index] = exc
+        valid.sort(key=lambda index: requests[index].agent_id)
+        windows: dict[str, timedelta] = {}
+        written: dict[int, Outcome[IntakeResult]]
+        try:
+            with self._store.db.transaction():
+                written = {index: self._persist_valid(requests[index], windows) for index in valid}
+        except Exception as exc:
+            log.info("wake_group_rolled_back", wakes=len(valid), error=str(exc))
+            written = {index: self._persist_alone(requests[index]) for index in valid}
+        outcomes.update(written)
+        return [outcomes[index] for index in range(len(requests))]
+
+    def _persist_alone(self, request: WakeRequest) -> Outcome[IntakeResult]:
+        try:
+            return self.persist(request)
+        except Exception as exc:
+            return exc
 
     def persist(self, request: WakeRequest) -> IntakeResult:
         """The database half of :meth:`enqueue`, blocking; call it from a worker thread.
@@ -127,16 +179,27 @@ class Intake:
         validate_request(request)
         return self._persist_valid(request)
 
-    def _persist_valid(self, request: WakeRequest) -> IntakeResult:
+    def _persist_valid(
+        self, request: WakeRequest, windows: dict[str, timedelta] | None = None
+    ) -> IntakeResult:
         # One transaction for the settings read and the writes (one pooled connection); a
-        # wake without a hold (user wakes, fire now) needs no settings read.
+        # wake without a hold (user wakes, fire now) needs no settings read. ``windows``
+        # keeps the coalescing windows read within one enclosing transaction.
         with self._store.db.transaction():
-            hold = (
-                self._store.office.coalesce_window(request.workspace_id) if request.hold else ZERO
-            )
+            hold = self._hold(request, {} if windows is None else windows)
             return self._store.queue.enqueue(
                 request, now=self._clock.now(), hold=hold, decide=decide_merge
             )
+
+    def _hold(self, request: WakeRequest, windows: dict[str, timedelta]) -> timedelta:
+        if not request.hold:
+            return ZERO
+        window = windows.get(request.workspace_id)
+        if window is None:
+            window = windows[request.workspace_id] = self._store.office.coalesce_window(
+                request.workspace_id
+            )
+        return window
 
     @retry_if_connection_lost
     async def enqueue_many(self, requests: Sequence[WakeRequest]) -> list[IntakeResult]:
@@ -231,10 +294,11 @@ class Intake:
         """
         by_agent = sorted(range(len(requests)), key=lambda index: requests[index].agent_id)
         results: dict[int, IntakeResult] = {}
+        windows: dict[str, timedelta] = {}
         with self._store.db.transaction():
             for index in by_agent:
                 try:
-                    results[index] = self._persist_valid(requests[index])
+                    results[index] = self._persist_valid(requests[index], windows)
                 except OfficeError as exc:
                     raise for_wake(exc, index) from None
         return [results[index] for index in range(len(requests))]

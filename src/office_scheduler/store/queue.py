@@ -112,6 +112,9 @@ _SET_WAKEUP_OUTCOME = sa.update(wakeup_requests).where(
     wakeup_requests.c.id == sa.bindparam("wakeup_id")
 )
 _INSERT_RUN = sa.insert(runs).returning(*runs.c)
+_WAKEUP_BY_KEY = sa.select(wakeup_requests).where(
+    wakeup_requests.c.idempotency_key == sa.bindparam("key")
+)
 _MERGE_RUN = (
     sa.update(runs)
     .where(runs.c.id == sa.bindparam("run_id"), runs.c.status == sa.bindparam("read_status"))
@@ -324,11 +327,7 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             )
 
     def _duplicate(self, conn: Connection, key: str | None) -> IntakeResult:
-        row = (
-            conn.execute(sa.select(wakeup_requests).where(wakeup_requests.c.idempotency_key == key))
-            .mappings()
-            .one()
-        )
+        row = conn.execute(_WAKEUP_BY_KEY, {"key": key}).mappings().one()
         original = wakeup_from_row(row)
         run = get_run(conn, original.run_id) if original.run_id is not None else None
         return IntakeResult(request=original, run=run, outcome=IntakeOutcome.DEDUPLICATED)

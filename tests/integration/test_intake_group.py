@@ -1,0 +1,151 @@
+"""Group commit of concurrent wakes on both databases: one transaction, outcomes their own."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import sqlalchemy as sa
+
+from helpers import Office
+from office_scheduler.domain.errors import InvalidInputError, NotFoundError
+from office_scheduler.domain.models import WakeRequest
+from office_scheduler.domain.status import IntakeOutcome, WakeSource
+from office_scheduler.store.schema import runs, wakeup_requests
+
+
+def _wake(office: Office, agent_id: str, key: str | None, payload: object = None) -> WakeRequest:
+    return WakeRequest(
+        workspace_id=office.workspace.id,
+        agent_id=agent_id,
+        source=WakeSource.SELF,
+        payload={"key": key} if payload is None else payload,  # type: ignore[arg-type]
+        idempotency_key=key,
+    )
+
+
+def _count(office: Office, table: sa.Table) -> int:
+    with office.store.db.read() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
+
+
+@contextmanager
+def _commits(office: Office) -> Iterator[list[int]]:
+    """Counts the commits of the office's write engine inside the block."""
+    seen: list[int] = []
+
+    def on_commit(conn: sa.Connection) -> None:
+        seen.append(1)
+
+    sa.event.listen(office.store.db.writer, "commit", on_commit)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(office.store.db.writer, "commit", on_commit)
+
+
+async def test_concurrent_wakes_commit_once_each_with_its_own_outcome(office: Office) -> None:
+    intake = office.service.intake
+    worker, other = office.worker.id, office.other_worker.id
+    with _commits(office) as commits:
+        results = await asyncio.gather(
+            intake.enqueue(_wake(office, other, "k:1")),
+            intake.enqueue(_wake(office, worker, "k:2")),
+            intake.enqueue(_wake(office, worker, "k:3")),
+            intake.enqueue(_wake(office, office.coordinator.id, "k:1")),
+            intake.enqueue(_wake(office, other, "k:5", payload=["not", "an", "object"])),
+            return_exceptions=True,
+        )
+    assert len(commits) == 1
+    first, created, coalesced, duplicate, invalid = results
+    assert not isinstance(first, BaseException)
+    assert not isinstance(created, BaseException)
+    assert not isinstance(coalesced, BaseException)
+    assert not isinstance(duplicate, BaseException)
+    assert created.outcome is IntakeOutcome.CREATED
+    assert coalesced.outcome is IntakeOutcome.COALESCED
+    assert created.run is not None
+    assert coalesced.run is not None
+    assert coalesced.run.id == created.run.id
+    # Agents are written in id order, so "k:1" goes to whichever agent sorts first.
+    winner, loser = (first, duplicate) if other < office.coordinator.id else (duplicate, first)
+    assert winner.outcome is IntakeOutcome.CREATED
+    assert loser.outcome is IntakeOutcome.DEDUPLICATED
+    assert loser.request.id == winner.request.id
+    assert isinstance(invalid, InvalidInputError)
+    assert invalid.field == "payload"
+    assert _count(office, wakeup_requests) == 3
+    assert _count(office, runs) == 2
+
+
+async def test_an_unknown_agent_sends_its_group_one_by_one_and_fails_alone(
+    office: Office,
+) -> None:
+    intake = office.service.intake
+    with _commits(office) as commits:
+        kept, missing, also_kept = await asyncio.gather(
+            intake.enqueue(_wake(office, office.worker.id, "a")),
+            intake.enqueue(_wake(office, "no-such-agent", "b")),
+            intake.enqueue(_wake(office, office.other_worker.id, "c")),
+            return_exceptions=True,
+        )
+    assert isinstance(missing, NotFoundError)
+    assert missing.field == "agent_id"
+    assert not isinstance(kept, BaseException)
+    assert not isinstance(also_kept, BaseException)
+    assert (kept.outcome, also_kept.outcome) == (IntakeOutcome.CREATED, IntakeOutcome.CREATED)
+    assert len(commits) == 2  # the group rolled back; then one commit per good wake
+    assert _count(office, wakeup_requests) == 2
+
+
+async def test_a_group_whose_transaction_fails_is_written_again_wake_by_wake(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = office.store.queue
+    real_enqueue = queue.enqueue
+    failed: list[str] = []
+
+    def enqueue_failing_once(request: WakeRequest, **kwargs: object) -> object:
+        if request.agent_id == office.other_worker.id and not failed:
+            failed.append(request.agent_id)
+            raise sa.exc.OperationalError("INSERT", {}, Exception("disk I/O error"))
+        return real_enqueue(request, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(queue, "enqueue", enqueue_failing_once)
+    intake = office.service.intake
+    with _commits(office) as commits:
+        results = await asyncio.gather(
+            intake.enqueue(_wake(office, office.worker.id, "a")),
+            intake.enqueue(_wake(office, office.other_worker.id, "b")),
+        )
+    assert failed == [office.other_worker.id]
+    assert [r.outcome for r in results] == [IntakeOutcome.CREATED, IntakeOutcome.CREATED]
+    assert len(commits) == 2  # the group rolled back, then one transaction per wake
+    assert _count(office, wakeup_requests) == 2
+    assert _count(office, runs) == 2
+
+
+async def test_a_wake_failing_alone_after_the_group_failed_gets_its_own_error(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = office.store.queue
+    real_enqueue = queue.enqueue
+
+    def enqueue_failing(request: WakeRequest, **kwargs: object) -> object:
+        if request.agent_id == office.other_worker.id:
+            raise sa.exc.OperationalError("INSERT", {}, Exception("disk I/O error"))
+        return real_enqueue(request, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(queue, "enqueue", enqueue_failing)
+    intake = office.service.intake
+    kept, lost = await asyncio.gather(
+        intake.enqueue(_wake(office, office.worker.id, "a")),
+        intake.enqueue(_wake(office, office.other_worker.id, "b")),
+        return_exceptions=True,
+    )
+    assert not isinstance(kept, BaseException)
+    assert kept.outcome is IntakeOutcome.CREATED
+    assert isinstance(lost, sa.exc.OperationalError)
+    assert _count(office, wakeup_requests) == 1
