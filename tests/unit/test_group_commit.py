@@ -80,7 +80,7 @@ async def test_a_failing_batch_fails_each_of_its_callers_and_the_next_one_runs()
 
 
 async def test_a_short_answer_from_the_batch_fails_its_callers_instead_of_hanging() -> None:
-    group = GroupCommit(lambda items: [1], max_batch=10)
+    group: GroupCommit[int, int] = GroupCommit(lambda items: [1], max_batch=10)
     results = await asyncio.gather(*(group.submit(n) for n in (1, 2)), return_exceptions=True)
     assert all(isinstance(r, RuntimeError) for r in results)
 
