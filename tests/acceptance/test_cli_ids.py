@@ -148,3 +148,22 @@ def test_a_good_token_still_works(api: Api, url: str, tmp_path: Path) -> None:
 
     assert result.exit_code == 0, result.stderr
     assert '"title": "Ship it"' in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("inbox", "resolve", "nope"),
+        ("inbox", "dismiss", "0"),
+        ("activity", "list", "--run", "-3"),
+        ("wakeups", "list", "--run", "1.5"),
+    ],
+)
+def test_a_numeric_id_that_is_not_one_is_a_usage_error_saying_what_an_id_is(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    env: dict[str, str | None] = dict(CLEAN_ENV) | {"OFFICE_HOME": str(tmp_path)}
+    result = CliRunner().invoke(office, list(args), env=env)
+    assert result.exit_code == 2, result.output
+    assert "is not an id (a whole number of at least 1)" in result.output
+    assert "integer range" not in result.output

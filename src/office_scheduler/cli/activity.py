@@ -8,7 +8,7 @@ import click
 
 from office_scheduler.cli.agents import resolve_agent
 from office_scheduler.cli.client import api, api_path, workspace_id
-from office_scheduler.cli.state import CliError, emit, json_option, table
+from office_scheduler.cli.state import RECORD_ID, CliError, emit, json_option, table
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
 
 ACTIVITY_COLUMNS = [
@@ -45,7 +45,7 @@ def activity_group() -> None:
 @click.option("--action", help="The kind of entry, e.g. run_skipped.")
 @click.option("--agent", "agent", help="Entries about this agent (id or name).")
 @click.option("--task", "task_id", help="Entries about this task id.")
-@click.option("--run", "run_id", type=click.IntRange(1), help="Entries about this run id.")
+@click.option("--run", "run_id", type=RECORD_ID, help="Entries about this run id.")
 @click.option("--since", help="Entries at or after this ISO-8601 instant (UTC if no zone).")
 @click.option("--until", help="Entries before this ISO-8601 instant (UTC if no zone).")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from office_scheduler.cli.client import api, api_path, workspace_id
-from office_scheduler.cli.state import details, emit, json_option, table
+from office_scheduler.cli.state import RECORD_ID, details, emit, json_option, table
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
 from office_scheduler.domain.status import InboxKind, InboxStatus
 
@@ -47,7 +47,7 @@ def _close(action: str, item_id: int) -> None:
 
 
 @inbox_group.command("resolve")
-@click.argument("item_id", type=click.IntRange(1))
+@click.argument("item_id", type=RECORD_ID)
 @json_option
 def inbox_resolve(item_id: int) -> None:
     """Mark ITEM_ID resolved (again is fine; a dismissed item cannot be resolved)."""
@@ -55,7 +55,7 @@ def inbox_resolve(item_id: int) -> None:
 
 
 @inbox_group.command("dismiss")
-@click.argument("item_id", type=click.IntRange(1))
+@click.argument("item_id", type=RECORD_ID)
 @json_option
 def inbox_dismiss(item_id: int) -> None:
     """Mark ITEM_ID dismissed (again is fine; a resolved item cannot be dismissed)."""

@@ -9,7 +9,7 @@ import click
 
 from office_scheduler.cli.agents import resolve_agent
 from office_scheduler.cli.client import api, api_path, with_agent_names
-from office_scheduler.cli.state import CliError, details, emit, json_option, state, table
+from office_scheduler.cli.state import RECORD_ID, CliError, details, emit, json_option, state, table
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
 from office_scheduler.domain.status import RunStatus, WakeSource, WakeupStatus
 
@@ -183,7 +183,7 @@ def wakeups_group() -> None:
 @click.option(
     "--status", type=click.Choice([s.value for s in WakeupStatus]), help="Only this status."
 )
-@click.option("--run", "run_id", type=click.IntRange(1), help="Only requests of this run.")
+@click.option("--run", "run_id", type=RECORD_ID, help="Only requests of this run.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
 @json_option
 def wakeups_list(

@@ -111,6 +111,28 @@ def _positive(name: str, text: str) -> float:
     return value
 
 
+class RecordId(click.ParamType[int, Any]):
+    """A numeric record id (runs, inbox items): a whole number of at least 1.
+
+    Click's ``IntRange(1)`` calls a non-number "not a valid integer range"; this says what
+    was expected.
+    """
+
+    name = "id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        """``value`` as an int; a bad one fails the command with exit code 2."""
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+        text = str(value).strip()
+        if text.isdigit() and int(text) >= 1:
+            return int(text)
+        self.fail(f"{value!r} is not an id (a whole number of at least 1)", param, ctx)
+
+
+RECORD_ID = RecordId()
+
+
 def tuning(environ: Mapping[str, str]) -> dict[str, Any]:
     """Settings from the tuning variables present in ``environ``.
 
