@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 import structlog
 from sqlalchemy.engine import Connection
@@ -41,6 +42,20 @@ log = structlog.get_logger(__name__)
 
 #: A ``received`` routine run older than this was left by a process that stopped.
 ABANDONED_AFTER = timedelta(minutes=1)
+
+
+#: Distinct ``(expression, timezone)`` pairs whose parsed schedules are kept between passes.
+SCHEDULES_KEPT = 4096
+
+
+@lru_cache(maxsize=SCHEDULES_KEPT)
+def _schedule(expression: str, timezone: str) -> CronSchedule:
+    """``parse_schedule``, remembered: a schedule is immutable and a function of its text.
+
+    Most triggers share a handful of expressions, and parsing one costs more than firing it.
+    An invalid pair raises every time (exceptions are not cached).
+    """
+    return parse_schedule(expression, timezone)
 
 
 def _unix_minute(instant: datetime) -> int:
@@ -234,7 +249,7 @@ class CronFirer:
 
     async def _schedule_of(self, trigger: RoutineTrigger) -> CronSchedule | None:
         try:
-            return parse_schedule(trigger.cron_expression or "", trigger.timezone)
+            return _schedule(trigger.cron_expression or "", trigger.timezone)
         except InvalidInputError as exc:
             await self._disable(trigger, exc.message)
             return None
