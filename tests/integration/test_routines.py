@@ -310,6 +310,27 @@ async def test_abandoned_received_run_is_dispatched_by_a_later_pass(office: Offi
     assert (recovered.id, recovered.status) == (claimed.id, RoutineRunStatus.DISPATCHED)
 
 
+async def test_a_claim_leaves_out_a_tick_whose_routine_run_exists(office: Office) -> None:
+    """A tick whose idempotency key is already taken gets no second routine run."""
+    routine, trigger = await _scheduled(office)
+    first, second = _z("2026-11-29T12:05:00Z"), _z("2026-11-29T12:10:00Z")
+    earlier, made = office.store.routines.insert_run(
+        tick_run(routine, trigger, first), now=office.clock.now()
+    )
+    assert made
+    claimed = office.store.routines.claim_ticks(
+        trigger.id,
+        expected_next_run_at=first,
+        next_run_at=_z("2026-11-29T12:15:00Z"),
+        last_fired_at=second,
+        runs_to_insert=[tick_run(routine, trigger, first), tick_run(routine, trigger, second)],
+        now=office.clock.now(),
+    )
+    assert claimed is not None
+    assert [run.scheduled_for for run in claimed] == [second]
+    assert [run.id for run in _runs(office, routine)] == [earlier.id, claimed[0].id]
+
+
 # -- concurrency policies against an active instance -------------------------------------
 
 STATES = ["TODO", "IN_PROGRESS", "BLOCKED", "IN_REVIEW", "DONE", "CANCELLED", "archived"]

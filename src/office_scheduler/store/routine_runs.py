@@ -29,7 +29,7 @@ from office_scheduler.store.ids import new_id
 from office_scheduler.store.office_common import get_task_in, workspace_row
 from office_scheduler.store.routine_rows import routine_row, routine_run_from_row
 from office_scheduler.store.schema import routine_runs, routine_triggers, runs, tasks
-from office_scheduler.store.sql import all_rows, first_row
+from office_scheduler.store.sql import PerDialect, all_rows, first_row
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -77,6 +77,14 @@ class GateResult:
 _RUN_BY_ID = sa.select(routine_runs).where(routine_runs.c.id == sa.bindparam("routine_run_id"))
 _RUN_BY_KEY = sa.select(routine_runs).where(routine_runs.c.idempotency_key == sa.bindparam("key"))
 _INSERT_RUN = sa.insert(routine_runs).returning(*routine_runs.c)
+#: Insert a keyed run unless its idempotency key exists: no row comes back then.
+_INSERT_RUN_UNLESS_KEY_EXISTS = PerDialect(
+    lambda insert: (
+        insert(routine_runs)
+        .on_conflict_do_nothing(index_elements=["idempotency_key"])
+        .returning(*routine_runs.c)
+    )
+)
 #: Compare-and-set from ``received`` (the gate and settle transitions); the row after it.
 _SETTLE_RECEIVED = (
     sa.update(routine_runs)
@@ -154,9 +162,9 @@ def _find_active(
     return routine_run_from_row(row) if row else None
 
 
-def _insert_run(conn: Connection, new: NewRoutineRun, now: datetime) -> RoutineRun:
+def _run_values(new: NewRoutineRun, now: datetime) -> dict[str, Any]:
     terminal = new.status is not RoutineRunStatus.RECEIVED
-    values = {
+    return {
         "routine_id": new.routine_id,
         "trigger_id": new.trigger_id,
         "source": new.source.value,
@@ -172,11 +180,25 @@ def _insert_run(conn: Connection, new: NewRoutineRun, now: datetime) -> RoutineR
         "created_at": now,
         "completed_at": now if terminal else None,
     }
-    row = conn.execute(_INSERT_RUN, values).mappings().one()
+
+
+def _insert_run(conn: Connection, new: NewRoutineRun, now: datetime) -> RoutineRun:
+    row = conn.execute(_INSERT_RUN, _run_values(new, now)).mappings().one()
     if new.idempotency_key is None:
         key = {"routine_run_id": row["id"], "idempotency_key": f"{new.key_prefix}{row['id']}"}
         row = conn.execute(_KEY_BY_ID, key).mappings().one()
     return routine_run_from_row(row)
+
+
+def _insert_unless_key_exists(
+    conn: Connection, new: NewRoutineRun, now: datetime
+) -> RoutineRun | None:
+    """Insert ``new`` (one statement when keyed); ``None`` when its idempotency key exists."""
+    if new.idempotency_key is None:
+        return _insert_run(conn, new, now)
+    statement = _INSERT_RUN_UNLESS_KEY_EXISTS(conn)
+    row = conn.execute(statement, _run_values(new, now)).mappings().first()
+    return routine_run_from_row(row) if row is not None else None
 
 
 def _existing_by_key(conn: Connection, key: str | None) -> RoutineRun | None:
@@ -232,11 +254,8 @@ class RoutineRunMethods:
             claimed = conn.execute(_CLAIM_TICKS, params).rowcount
             if claimed != 1:
                 return None
-            inserted = []
-            for new in runs_to_insert:
-                if _existing_by_key(conn, new.idempotency_key) is None:
-                    inserted.append(_insert_run(conn, new, now))
-            return inserted
+            inserted = (_insert_unless_key_exists(conn, new, now) for new in runs_to_insert)
+            return [run for run in inserted if run is not None]
 
     # -- routine runs ---------------------------------------------------------------------
 
