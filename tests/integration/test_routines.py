@@ -18,7 +18,7 @@ from office_scheduler.domain.errors import (
     NotFoundError,
 )
 from office_scheduler.domain.events import TaskCreated
-from office_scheduler.domain.models import WakeRequest
+from office_scheduler.domain.models import WakeRequest, WorkspaceSettings
 from office_scheduler.domain.routines import (
     HEARTBEAT_NAME,
     Routine,
@@ -39,6 +39,8 @@ from office_scheduler.service import Service
 from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
+from office_scheduler.store.routine_to_fire import RoutineToFire
+from office_scheduler.store.schema import routines as routines_table
 from office_scheduler.testing import ScriptedExecutor
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -238,6 +240,66 @@ async def test_resuming_commits_the_new_ticks_with_the_status(
 
     assert due_right_after == []
     assert await office.service.cron_firer.fire_due() == []
+
+
+async def test_a_tick_takes_its_workspace_coalescing_hold(office: Office) -> None:
+    """The wake of a cron tick is held for the workspace's coalescing window, as set."""
+    office.store.office.update_workspace(
+        office.workspace.id,
+        now=office.clock.now(),
+        settings=WorkspaceSettings(coalesce_window=timedelta(seconds=42)),
+    )
+    await _scheduled(office)
+    office.clock.advance(timedelta(minutes=5))
+    [fired] = await office.service.cron_firer.fire_due()
+    assert fired.status is RoutineRunStatus.DISPATCHED
+    [agent_run] = office.store.listing.list_runs(agent_id=office.worker.id).items
+    assert agent_run.not_before == office.clock.now() + timedelta(seconds=42)
+
+
+async def test_a_tick_of_a_routine_paused_after_the_due_query_fails_with_the_reason(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim reads the routine again: paused since the due query, its tick fails."""
+    routine, _ = await _scheduled(office)
+    office.clock.advance(timedelta(minutes=5))
+    real_due = office.store.routines.due_triggers
+
+    def due_then_pause(now: datetime, **kwargs: Any) -> list[RoutineTrigger]:
+        due = real_due(now, **kwargs)
+        with office.store.db.write() as conn:
+            conn.execute(
+                sa.update(routines_table)
+                .where(routines_table.c.id == routine.id)
+                .values(status="paused")
+            )
+        return due
+
+    monkeypatch.setattr(office.store.routines, "due_triggers", due_then_pause)
+    [failed] = await office.service.cron_firer.fire_due()
+    assert (failed.status, failed.status_reason) == (
+        RoutineRunStatus.FAILED,
+        "routine is paused",
+    )
+    assert office.store.listing.list_runs(agent_id=office.worker.id).items == []
+
+
+async def test_the_routine_to_fire_knows_its_assignee_and_coalescing_hold(
+    office: Office,
+) -> None:
+    routine, _ = await _scheduled(office)
+    held = office.store.routines.routine_to_fire(routine.id)
+    assert (held.routine, held.assignee_exists) == (routine, True)
+    assert held.coalesce_window == WorkspaceSettings().coalesce_window
+    with office.store.db.write() as conn:
+        conn.execute(
+            sa.update(routines_table)
+            .where(routines_table.c.id == routine.id)
+            .values(assignee_agent_id=None)
+        )
+    assert office.store.routines.routine_to_fire(routine.id).assignee_exists is False
+    with pytest.raises(NotFoundError):
+        office.store.routines.routine_to_fire("no-such-routine")
 
 
 async def test_trigger_in_a_zone_resolves_date_of_the_tick(office: Office) -> None:
@@ -577,16 +639,16 @@ async def test_a_trigger_failing_in_a_pass_does_not_stop_the_others(
     vanished, _ = await _scheduled(office, name="Vanished")
     beyond, beyond_trigger = await _scheduled(office, name="Beyond the horizon")
     healthy, _ = await _scheduled(office, name="Healthy")
-    real_get = office.store.routines.get_routine
+    real_read = office.store.routines.routine_to_fire
 
-    def get_routine(routine_id: str) -> Routine:
+    def routine_to_fire(routine_id: str) -> RoutineToFire:
         if routine_id == vanished.id:
             raise NotFoundError(f"routine {routine_id} not found", field="routine_id")
         if routine_id == beyond.id:
             raise InvalidInputError("cron_expression does not fire within 30 years")
-        return real_get(routine_id)
+        return real_read(routine_id)
 
-    monkeypatch.setattr(office.store.routines, "get_routine", get_routine)
+    monkeypatch.setattr(office.store.routines, "routine_to_fire", routine_to_fire)
     office.clock.advance(timedelta(minutes=5))
     made = await office.service.cron_firer.fire_due()
     assert [run.routine_id for run in made] == [healthy.id]
@@ -677,10 +739,10 @@ async def test_a_tick_whose_wake_is_refused_fails_alone_and_stays_fired(
     intake = office.service.intake
     real_persist = intake.persist
 
-    def persist(request: WakeRequest) -> IntakeResult:
+    def persist(request: WakeRequest, **kwargs: Any) -> IntakeResult:
         if request.payload.get("routine_id") == refused.id:
             raise InvalidInputError("payload is larger than 256 KiB", field="payload")
-        return real_persist(request)
+        return real_persist(request, **kwargs)
 
     monkeypatch.setattr(intake, "persist", persist)
     office.clock.advance(timedelta(minutes=5))

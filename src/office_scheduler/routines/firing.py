@@ -312,7 +312,8 @@ class CronFirer:
         assert trigger.next_run_at is not None  # due triggers have one
         routines = self._store.routines
         with self._store.db.transaction() as conn:
-            routine = routines.get_routine(trigger.routine_id)
+            held = routines.routine_to_fire(trigger.routine_id)
+            routine = held.routine
             plan = plan_ticks(
                 schedule,
                 due_from=trigger.next_run_at,
@@ -337,7 +338,7 @@ class CronFirer:
                     continue
                 try:
                     with conn.begin_nested():
-                        fired.append(self._dispatcher.dispatch_now(run, routine))
+                        fired.append(self._dispatcher.dispatch_fired(run, held))
                 except OfficeError as exc:
                     fired.append(Dispatched(self._settle_failed(run, exc)))
             return plan, fired

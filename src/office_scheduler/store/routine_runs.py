@@ -338,6 +338,7 @@ class RoutineRunMethods:
         coalesce: bool,
         task: Mapping[str, Any] | None,
         now: datetime,
+        fresh: bool = False,
     ) -> GateResult:
         """Apply the concurrency policy to a ``received`` routine run, in one transaction.
 
@@ -350,14 +351,21 @@ class RoutineRunMethods:
         PostgreSQL, so concurrent fires of one routine are gated one at a time.
 
         ``routine_id``, when the caller knows it, saves reading the run before the lock.
+        ``fresh`` (with ``routine_id``): the caller inserted the run in the transaction this
+        call joins and holds the routine's row there (:meth:`routine_to_fire`), so no other
+        process can have seen the run: the gate neither locks the routine nor reads the run.
         """
         with self._db.write() as conn:
-            routine_row(conn, routine_id or _run_in(conn, run_id).routine_id, lock=True)
-            current = _run_in(conn, run_id)  # read again under the lock
-            if current.status is not RoutineRunStatus.RECEIVED:
-                return GateResult(run=None)
+            if fresh and routine_id is not None:
+                held_routine_id = routine_id
+            else:
+                routine_row(conn, routine_id or _run_in(conn, run_id).routine_id, lock=True)
+                current = _run_in(conn, run_id)  # read again under the lock
+                if current.status is not RoutineRunStatus.RECEIVED:
+                    return GateResult(run=None)
+                held_routine_id = current.routine_id
             active = (
-                _find_active(conn, current.routine_id, fingerprint, other_than=run_id)
+                _find_active(conn, held_routine_id, fingerprint, other_than=run_id)
                 if enforce
                 else None
             )

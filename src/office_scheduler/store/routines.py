@@ -35,6 +35,7 @@ from office_scheduler.store.routine_rows import (
     trigger_row,
 )
 from office_scheduler.store.routine_runs import RoutineRunMethods
+from office_scheduler.store.routine_to_fire import RoutineToFire, routine_to_fire
 from office_scheduler.store.schema import routine_runs, routine_triggers, routines
 from office_scheduler.store.sql import all_rows, first_row
 
@@ -233,6 +234,19 @@ class RoutineStore(RoutineRunMethods):
         )
         with self._db.read() as conn:
             return [trigger_from_row(row) for row in all_rows(conn, query)]
+
+    def routine_to_fire(self, routine_id: str) -> RoutineToFire:
+        """The routine of a due tick, its assignee's existence and its coalescing hold.
+
+        One query. Call it inside :meth:`~office_scheduler.store.engine.Database.transaction`:
+        on PostgreSQL the routine's row stays locked until that transaction ends, so
+        :meth:`gate` may be told (``fresh``) that the routine is held.
+
+        Raises:
+            NotFoundError: no such routine (field ``routine_id``).
+        """
+        with self._db.write() as conn:
+            return routine_to_fire(conn, routine_id)
 
     def next_due_at(self) -> datetime | None:
         """The earliest ``next_run_at`` of an enabled schedule trigger of an active routine."""
