@@ -58,6 +58,14 @@ def _schedule(expression: str, timezone: str) -> CronSchedule:
     return parse_schedule(expression, timezone)
 
 
+#: Tick plans kept: due triggers that share a schedule, first tick and policy share one.
+PLANS_KEPT = 1024
+#: :func:`~office_scheduler.routines.ticks.plan_ticks`, remembered. It is a pure function of
+#: hashable, immutable arguments (the clock's instant among them), so a kept plan is never
+#: stale; triggers on one schedule that came due together (heartbeats) are planned once.
+_plan = lru_cache(maxsize=PLANS_KEPT)(plan_ticks)
+
+
 def _unix_minute(instant: datetime) -> int:
     return int(instant.timestamp()) // 60
 
@@ -314,7 +322,7 @@ class CronFirer:
         with self._store.db.transaction() as conn:
             held = routines.routine_to_fire(trigger.routine_id)
             routine = held.routine
-            plan = plan_ticks(
+            plan = _plan(
                 schedule,
                 due_from=trigger.next_run_at,
                 now=now,
