@@ -37,6 +37,7 @@ from office_scheduler.routines.ticks import TickPlan, plan_ticks
 from office_scheduler.store.engine import in_transaction, is_connection_lost
 from office_scheduler.store.facade import Store
 from office_scheduler.store.routine_runs import NewRoutineRun
+from office_scheduler.store.sql import savepoint
 
 log = structlog.get_logger(__name__)
 
@@ -296,7 +297,7 @@ class CronFirer:
             sqlalchemy.exc.DBAPIError: the connection was lost.
         """
         try:
-            with conn.begin_nested():
+            with savepoint(conn):
                 return self._claim_and_dispatch(trigger, schedule, now)
         except (NotFoundError, InvalidInputError) as exc:
             return exc
@@ -345,7 +346,7 @@ class CronFirer:
                     fired.append(Dispatched(run))
                     continue
                 try:
-                    with conn.begin_nested():
+                    with savepoint(conn):
                         fired.append(self._dispatcher.dispatch_fired(run, held))
                 except OfficeError as exc:
                     fired.append(Dispatched(self._settle_failed(run, exc)))
