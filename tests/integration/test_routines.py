@@ -302,6 +302,30 @@ async def test_the_routine_to_fire_knows_its_assignee_and_coalescing_hold(
         office.store.routines.routine_to_fire("no-such-routine")
 
 
+@pytest.mark.parametrize("policy", ["coalesce_if_active", "skip_if_active"])
+async def test_a_lightweight_tick_meets_the_last_one_still_queued(
+    office: Office, policy: str
+) -> None:
+    """A dispatched tick's fingerprint is stored with its outcome, so the next tick finds
+    it active (its agent run is still queued) and is coalesced into it or skipped."""
+    routine, _ = await _scheduled(office, concurrency_policy=policy)
+    office.clock.advance(timedelta(minutes=5))
+    [first] = [r for r in await office.service.cron_firer.fire_due() if r.routine_id == routine.id]
+    assert first.status is RoutineRunStatus.DISPATCHED
+    assert first.dispatch_fingerprint is not None
+    assert office.store.routines.get_run(first.id) == first
+    office.clock.advance(timedelta(minutes=5))
+    [second] = [r for r in await office.service.cron_firer.fire_due() if r.routine_id == routine.id]
+    expected = (
+        RoutineRunStatus.COALESCED if policy == "coalesce_if_active" else (RoutineRunStatus.SKIPPED)
+    )
+    assert second.status is expected
+    assert second.status_reason == f"routine run {first.id} is still active"
+    assert second.dispatch_fingerprint == first.dispatch_fingerprint
+    assert second.coalesced_into_run_id == (first.id if policy == "coalesce_if_active" else None)
+    assert _statuses(_runs(office, routine)) == [RoutineRunStatus.DISPATCHED, expected]
+
+
 async def test_trigger_in_a_zone_resolves_date_of_the_tick(office: Office) -> None:
     _, trigger = await _scheduled(
         office,

@@ -161,7 +161,7 @@ class RoutineDispatcher:
                 else None
             ),
             now=self._clock.now(),
-            fresh=held is not None,
+            fresh=run if held is not None else None,
         )
         if gate.run is None:
             current = routines.get_run(run.id)
@@ -229,6 +229,7 @@ class RoutineDispatcher:
             RoutineRunStatus.DISPATCHED,
             now=self._clock.now(),
             linked_run_id=result.request.run_id,
+            fingerprint=run.dispatch_fingerprint,
         )
         return Dispatched(settled or self._store.routines.get_run(run.id), wake=(request, result))
 

@@ -8,7 +8,7 @@ heavy routine's task) in one transaction.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import Enum
 from typing import Any
@@ -346,7 +346,7 @@ class RoutineRunMethods:
         coalesce: bool,
         task: Mapping[str, Any] | None,
         now: datetime,
-        fresh: bool = False,
+        fresh: RoutineRun | None = None,
     ) -> GateResult:
         """Apply the concurrency policy to a ``received`` routine run, in one transaction.
 
@@ -359,13 +359,17 @@ class RoutineRunMethods:
         PostgreSQL, so concurrent fires of one routine are gated one at a time.
 
         ``routine_id``, when the caller knows it, saves reading the run before the lock.
-        ``fresh`` (with ``routine_id``): the caller inserted the run in the transaction this
-        call joins and holds the routine's row there (:meth:`routine_to_fire`), so no other
-        process can have seen the run: the gate neither locks the routine nor reads the run.
+
+        ``fresh``: the ``received`` run itself, when the caller inserted it in the
+        transaction this call joins and holds its routine's row there
+        (:meth:`routine_to_fire`). No other process can have seen it, so the gate neither
+        locks the routine nor reads the run; a lightweight run that proceeds comes back
+        unwritten, with the ``dispatch_fingerprint`` for the caller's :meth:`settle` to
+        store with the outcome (one write instead of two).
         """
         with self._db.write() as conn:
-            if fresh and routine_id is not None:
-                held_routine_id = routine_id
+            if fresh is not None:
+                held_routine_id = fresh.routine_id
             else:
                 routine_row(conn, routine_id or _run_in(conn, run_id).routine_id, lock=True)
                 current = _run_in(conn, run_id)  # read again under the lock
@@ -377,6 +381,8 @@ class RoutineRunMethods:
                 if enforce
                 else None
             )
+            if fresh is not None and active is None and task is None:
+                return GateResult(run=replace(fresh, dispatch_fingerprint=fingerprint))
             values: dict[str, Any] = {"dispatch_fingerprint": fingerprint}
             created: Task | None = None
             if active is not None:
@@ -407,8 +413,12 @@ class RoutineRunMethods:
         now: datetime,
         reason: str | None = None,
         linked_run_id: int | None = None,
+        fingerprint: str | None = None,
     ) -> RoutineRun | None:
         """Move a ``received`` routine run to ``status`` (compare-and-set).
+
+        ``fingerprint``: the ``dispatch_fingerprint`` to store with the outcome (the one
+        :meth:`gate` gave a ``fresh`` run that proceeded).
 
         Returns:
             The updated run, or ``None`` when it was no longer ``received``.
@@ -416,6 +426,8 @@ class RoutineRunMethods:
         values: dict[str, Any] = {"status": status.value, "status_reason": reason}
         if linked_run_id is not None:
             values["linked_run_id"] = linked_run_id
+        if fingerprint is not None:
+            values["dispatch_fingerprint"] = fingerprint
         if status not in LINKED_ROUTINE_RUN_STATUSES:
             values["completed_at"] = now
         with self._db.write() as conn:
