@@ -39,7 +39,7 @@ from office_scheduler.service import Service
 from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
-from office_scheduler.store.routine_to_fire import RoutineToFire
+from office_scheduler.store.routine_to_fire import RoutinesToFire, RoutineToFire
 from office_scheduler.store.schema import routines as routines_table
 from office_scheduler.testing import ScriptedExecutor
 
@@ -284,22 +284,24 @@ async def test_a_tick_of_a_routine_paused_after_the_due_query_fails_with_the_rea
     assert office.store.listing.list_runs(agent_id=office.worker.id).items == []
 
 
-async def test_the_routine_to_fire_knows_its_assignee_and_coalescing_hold(
+async def test_the_routines_to_fire_know_their_assignees_and_coalescing_holds(
     office: Office,
 ) -> None:
     routine, _ = await _scheduled(office)
-    held = office.store.routines.routine_to_fire(routine.id)
-    assert (held.routine, held.assignee_exists) == (routine, True)
-    assert held.coalesce_window == WorkspaceSettings().coalesce_window
+    other, _ = await _scheduled(office, name="Other")
     with office.store.db.write() as conn:
         conn.execute(
             sa.update(routines_table)
-            .where(routines_table.c.id == routine.id)
+            .where(routines_table.c.id == other.id)
             .values(assignee_agent_id=None)
         )
-    assert office.store.routines.routine_to_fire(routine.id).assignee_exists is False
+    held = office.store.routines.routines_to_fire([routine.id, other.id, "no-such-routine"])
+    first = held.get(routine.id)
+    assert (first.routine, first.assignee_exists) == (routine, True)
+    assert first.coalesce_window == WorkspaceSettings().coalesce_window
+    assert held.get(other.id).assignee_exists is False
     with pytest.raises(NotFoundError):
-        office.store.routines.routine_to_fire("no-such-routine")
+        held.get("no-such-routine")
 
 
 @pytest.mark.parametrize("policy", ["coalesce_if_active", "skip_if_active"])
@@ -663,16 +665,16 @@ async def test_a_trigger_failing_in_a_pass_does_not_stop_the_others(
     vanished, _ = await _scheduled(office, name="Vanished")
     beyond, beyond_trigger = await _scheduled(office, name="Beyond the horizon")
     healthy, _ = await _scheduled(office, name="Healthy")
-    real_read = office.store.routines.routine_to_fire
+    real_get = RoutinesToFire.get
 
-    def routine_to_fire(routine_id: str) -> RoutineToFire:
+    def get(held: RoutinesToFire, routine_id: str) -> RoutineToFire:
         if routine_id == vanished.id:
             raise NotFoundError(f"routine {routine_id} not found", field="routine_id")
         if routine_id == beyond.id:
             raise InvalidInputError("cron_expression does not fire within 30 years")
-        return real_read(routine_id)
+        return real_get(held, routine_id)
 
-    monkeypatch.setattr(office.store.routines, "routine_to_fire", routine_to_fire)
+    monkeypatch.setattr(RoutinesToFire, "get", get)
     office.clock.advance(timedelta(minutes=5))
     made = await office.service.cron_firer.fire_due()
     assert [run.routine_id for run in made] == [healthy.id]
@@ -681,6 +683,27 @@ async def test_a_trigger_failing_in_a_pass_does_not_stop_the_others(
     assert trigger.id == beyond_trigger.id
     assert trigger.enabled is False
     assert _runs(office, vanished) == []
+
+
+async def test_a_routine_row_that_cannot_be_read_fails_its_own_tick_only(office: Office) -> None:
+    """The routines of a batch are read in one query but converted one tick at a time: a
+    malformed row fails its tick alone (the others of the batch still fire)."""
+    broken, broken_trigger = await _scheduled(office, name="Broken")
+    healthy, _ = await _scheduled(office, name="Healthy")
+    with office.store.db.write() as conn:
+        conn.execute(
+            sa.update(routines_table)
+            .where(routines_table.c.id == broken.id)
+            .values(variables=[{"name": "x", "type": "no-such-type"}])
+        )
+    office.clock.advance(timedelta(minutes=5))
+    made = await office.service.cron_firer.fire_due()
+    assert [run.routine_id for run in made if run.routine_id in (broken.id, healthy.id)] == [
+        healthy.id
+    ]
+    assert _runs(office, broken) == []
+    unclaimed = office.store.routines.get_trigger(broken_trigger.id)
+    assert unclaimed.next_run_at == _z("2026-11-29T12:05:00Z")
 
 
 async def test_a_webhook_trigger_refuses_a_timezone(office: Office) -> None:

@@ -116,7 +116,7 @@ class RoutineDispatcher:
         """:meth:`dispatch_now` of a cron tick's run inserted in the caller's transaction.
 
         ``held`` is the run's routine as that transaction read and holds it
-        (:meth:`~office_scheduler.store.routines.RoutineStore.routine_to_fire`): no other
+        (:meth:`~office_scheduler.store.routines.RoutineStore.routines_to_fire`): no other
         process can have seen the run yet, so the gate neither locks the routine nor reads
         the run again, and the assignee check and the wake's coalescing hold come from
         ``held`` instead of a query each.

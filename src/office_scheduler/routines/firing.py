@@ -37,6 +37,7 @@ from office_scheduler.routines.ticks import TickPlan, plan_ticks
 from office_scheduler.store.engine import in_transaction, is_connection_lost
 from office_scheduler.store.facade import Store
 from office_scheduler.store.routine_runs import NewRoutineRun
+from office_scheduler.store.routine_to_fire import RoutinesToFire, RoutineToFire
 from office_scheduler.store.sql import savepoint
 
 log = structlog.get_logger(__name__)
@@ -278,13 +279,19 @@ class CronFirer:
     ) -> list[tuple[RoutineTrigger, _Outcome]]:
         """Claim and dispatch ``chunk``'s triggers in one transaction, a savepoint each."""
         with self._store.db.transaction() as conn:
+            held = self._store.routines.routines_to_fire({t.routine_id for t, _ in chunk})
             return [
-                (trigger, self._in_savepoint(conn, trigger, schedule, now))
+                (trigger, self._in_savepoint(conn, trigger, schedule, held, now))
                 for trigger, schedule in chunk
             ]
 
     def _in_savepoint(
-        self, conn: Connection, trigger: RoutineTrigger, schedule: CronSchedule, now: datetime
+        self,
+        conn: Connection,
+        trigger: RoutineTrigger,
+        schedule: CronSchedule,
+        held: RoutinesToFire,
+        now: datetime,
     ) -> _Outcome:
         """One trigger's claim and dispatch; a failure rolls back its savepoint alone.
 
@@ -298,7 +305,9 @@ class CronFirer:
         """
         try:
             with savepoint(conn):
-                return self._claim_and_dispatch(trigger, schedule, now)
+                return self._claim_and_dispatch(
+                    trigger, schedule, held.get(trigger.routine_id), now
+                )
         except (NotFoundError, InvalidInputError) as exc:
             return exc
         except Exception as exc:
@@ -310,9 +319,11 @@ class CronFirer:
             return _FAILED
 
     def _claim_and_dispatch(
-        self, trigger: RoutineTrigger, schedule: CronSchedule, now: datetime
+        self, trigger: RoutineTrigger, schedule: CronSchedule, held: RoutineToFire, now: datetime
     ) -> tuple[TickPlan, list[Dispatched]] | None:
         """Claim the trigger's due ticks and dispatch their runs, in one transaction.
+
+        ``held`` is the trigger's routine as the transaction read (and on PostgreSQL locked) it.
 
         Returns the plan and what each run's dispatch wrote (to announce once committed),
         or ``None`` when another process claimed the ticks first. A run whose dispatch
@@ -321,7 +332,6 @@ class CronFirer:
         assert trigger.next_run_at is not None  # due triggers have one
         routines = self._store.routines
         with self._store.db.transaction() as conn:
-            held = routines.routine_to_fire(trigger.routine_id)
             routine = held.routine
             plan = _plan(
                 schedule,

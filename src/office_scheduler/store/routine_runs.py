@@ -362,7 +362,7 @@ class RoutineRunMethods:
 
         ``fresh``: the ``received`` run itself, when the caller inserted it in the
         transaction this call joins and holds its routine's row there
-        (:meth:`routine_to_fire`). No other process can have seen it, so the gate neither
+        (:meth:`routines_to_fire`). No other process can have seen it, so the gate neither
         locks the routine nor reads the run; a lightweight run that proceeds comes back
         unwritten, with the ``dispatch_fingerprint`` for the caller's :meth:`settle` to
         store with the outcome (one write instead of two).

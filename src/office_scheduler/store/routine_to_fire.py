@@ -1,12 +1,13 @@
-"""The routine of a due cron tick, read once inside the tick's write transaction.
+"""The routines of due cron ticks, read inside the ticks' write transaction.
 
-One query gives the cron pass what dispatching the tick's runs needs besides the routine:
-whether its assignee exists and its workspace's coalescing hold. The cron pass would
+One query gives the cron pass what dispatching a batch's runs needs besides the routines:
+whether each assignee exists and each workspace's coalescing hold. The cron pass would
 otherwise read the routine, the agent and the workspace settings once per run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -17,8 +18,9 @@ from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.models import WorkspaceSettings
 from office_scheduler.domain.routines import Routine
 from office_scheduler.store.routine_rows import routine_from_row
+from office_scheduler.store.rows import Row
 from office_scheduler.store.schema import agents, routines, workspace_settings
-from office_scheduler.store.sql import first_row
+from office_scheduler.store.sql import all_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,37 @@ class RoutineToFire:
     coalesce_window: timedelta
 
 
+class RoutinesToFire:
+    """The rows :func:`routines_to_fire` read; each becomes a :class:`RoutineToFire` on demand.
+
+    Converting one routine at a time keeps a malformed row the failure of its own tick,
+    not of the whole batch.
+    """
+
+    def __init__(self, rows: dict[str, Row]) -> None:
+        self._rows = rows
+
+    def get(self, routine_id: str) -> RoutineToFire:
+        """The routine ``routine_id`` as read.
+
+        Raises:
+            NotFoundError: it did not exist when read (field ``routine_id``).
+        """
+        row = self._rows.get(routine_id)
+        if row is None:
+            raise NotFoundError(f"routine {routine_id} not found", field="routine_id")
+        seconds = row["coalesce_window_s"]
+        return RoutineToFire(
+            routine=routine_from_row(row),
+            assignee_exists=bool(row["assignee_exists"]),
+            coalesce_window=(
+                WorkspaceSettings().coalesce_window
+                if seconds is None
+                else timedelta(seconds=seconds)
+            ),
+        )
+
+
 _ASSIGNEE_EXISTS = (
     sa.exists().where(agents.c.id == routines.c.assignee_agent_id).label("assignee_exists")
 )
@@ -46,27 +79,17 @@ _WINDOW_SECONDS = (
     .scalar_subquery()
     .label("coalesce_window_s")
 )
-_ROUTINE_TO_FIRE = sa.select(routines, _ASSIGNEE_EXISTS, _WINDOW_SECONDS).where(
-    routines.c.id == sa.bindparam("routine_id")
+_ROUTINES_TO_FIRE = (
+    sa.select(routines, _ASSIGNEE_EXISTS, _WINDOW_SECONDS)
+    .where(routines.c.id.in_(sa.bindparam("routine_ids", expanding=True)))
+    .order_by(routines.c.id)
 )
-_LOCK_ROUTINE_TO_FIRE = _ROUTINE_TO_FIRE.with_for_update(of=routines)
+#: Locked in the order of their ids, so two batches over the same routines cannot deadlock.
+_LOCK_ROUTINES_TO_FIRE = _ROUTINES_TO_FIRE.with_for_update(of=routines)
 
 
-def routine_to_fire(conn: Connection, routine_id: str) -> RoutineToFire:
-    """Read (and on PostgreSQL lock ``FOR UPDATE``) the routine of a due tick, one query.
-
-    Raises:
-        NotFoundError: no such routine (field ``routine_id``).
-    """
-    query = _LOCK_ROUTINE_TO_FIRE if conn.dialect.name == "postgresql" else _ROUTINE_TO_FIRE
-    row = first_row(conn, query, {"routine_id": routine_id})
-    if row is None:
-        raise NotFoundError(f"routine {routine_id} not found", field="routine_id")
-    seconds = row["coalesce_window_s"]
-    return RoutineToFire(
-        routine=routine_from_row(row),
-        assignee_exists=bool(row["assignee_exists"]),
-        coalesce_window=(
-            WorkspaceSettings().coalesce_window if seconds is None else timedelta(seconds=seconds)
-        ),
-    )
+def routines_to_fire(conn: Connection, routine_ids: Collection[str]) -> RoutinesToFire:
+    """Read (and on PostgreSQL lock ``FOR UPDATE``) the routines of due ticks, one query."""
+    query = _LOCK_ROUTINES_TO_FIRE if conn.dialect.name == "postgresql" else _ROUTINES_TO_FIRE
+    rows = all_rows(conn, query, {"routine_ids": sorted(routine_ids)})
+    return RoutinesToFire({row["id"]: row for row in rows})
