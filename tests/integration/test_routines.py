@@ -18,7 +18,7 @@ from office_scheduler.domain.errors import (
     NotFoundError,
 )
 from office_scheduler.domain.events import TaskCreated
-from office_scheduler.domain.models import WakeRequest
+from office_scheduler.domain.models import WakeRequest, WorkspaceSettings
 from office_scheduler.domain.routines import (
     HEARTBEAT_NAME,
     Routine,
@@ -39,6 +39,8 @@ from office_scheduler.service import Service
 from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
+from office_scheduler.store.routine_to_fire import RoutinesToFire, RoutineToFire
+from office_scheduler.store.schema import routines as routines_table
 from office_scheduler.testing import ScriptedExecutor
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -240,6 +242,92 @@ async def test_resuming_commits_the_new_ticks_with_the_status(
     assert await office.service.cron_firer.fire_due() == []
 
 
+async def test_a_tick_takes_its_workspace_coalescing_hold(office: Office) -> None:
+    """The wake of a cron tick is held for the workspace's coalescing window, as set."""
+    office.store.office.update_workspace(
+        office.workspace.id,
+        now=office.clock.now(),
+        settings=WorkspaceSettings(coalesce_window=timedelta(seconds=42)),
+    )
+    await _scheduled(office)
+    office.clock.advance(timedelta(minutes=5))
+    [fired] = await office.service.cron_firer.fire_due()
+    assert fired.status is RoutineRunStatus.DISPATCHED
+    [agent_run] = office.store.listing.list_runs(agent_id=office.worker.id).items
+    assert agent_run.not_before == office.clock.now() + timedelta(seconds=42)
+
+
+async def test_a_tick_of_a_routine_paused_after_the_due_query_fails_with_the_reason(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim reads the routine again: paused since the due query, its tick fails."""
+    routine, _ = await _scheduled(office)
+    office.clock.advance(timedelta(minutes=5))
+    real_due = office.store.routines.due_triggers
+
+    def due_then_pause(now: datetime, **kwargs: Any) -> list[RoutineTrigger]:
+        due = real_due(now, **kwargs)
+        with office.store.db.write() as conn:
+            conn.execute(
+                sa.update(routines_table)
+                .where(routines_table.c.id == routine.id)
+                .values(status="paused")
+            )
+        return due
+
+    monkeypatch.setattr(office.store.routines, "due_triggers", due_then_pause)
+    [failed] = await office.service.cron_firer.fire_due()
+    assert (failed.status, failed.status_reason) == (
+        RoutineRunStatus.FAILED,
+        "routine is paused",
+    )
+    assert office.store.listing.list_runs(agent_id=office.worker.id).items == []
+
+
+async def test_the_routines_to_fire_know_their_assignees_and_coalescing_holds(
+    office: Office,
+) -> None:
+    routine, _ = await _scheduled(office)
+    other, _ = await _scheduled(office, name="Other")
+    with office.store.db.write() as conn:
+        conn.execute(
+            sa.update(routines_table)
+            .where(routines_table.c.id == other.id)
+            .values(assignee_agent_id=None)
+        )
+    held = office.store.routines.routines_to_fire([routine.id, other.id, "no-such-routine"])
+    first = held.get(routine.id)
+    assert (first.routine, first.assignee_exists) == (routine, True)
+    assert first.coalesce_window == WorkspaceSettings().coalesce_window
+    assert held.get(other.id).assignee_exists is False
+    with pytest.raises(NotFoundError):
+        held.get("no-such-routine")
+
+
+@pytest.mark.parametrize("policy", ["coalesce_if_active", "skip_if_active"])
+async def test_a_lightweight_tick_meets_the_last_one_still_queued(
+    office: Office, policy: str
+) -> None:
+    """A dispatched tick's fingerprint is stored with its outcome, so the next tick finds
+    it active (its agent run is still queued) and is coalesced into it or skipped."""
+    routine, _ = await _scheduled(office, concurrency_policy=policy)
+    office.clock.advance(timedelta(minutes=5))
+    [first] = [r for r in await office.service.cron_firer.fire_due() if r.routine_id == routine.id]
+    assert first.status is RoutineRunStatus.DISPATCHED
+    assert first.dispatch_fingerprint is not None
+    assert office.store.routines.get_run(first.id) == first
+    office.clock.advance(timedelta(minutes=5))
+    [second] = [r for r in await office.service.cron_firer.fire_due() if r.routine_id == routine.id]
+    expected = (
+        RoutineRunStatus.COALESCED if policy == "coalesce_if_active" else (RoutineRunStatus.SKIPPED)
+    )
+    assert second.status is expected
+    assert second.status_reason == f"routine run {first.id} is still active"
+    assert second.dispatch_fingerprint == first.dispatch_fingerprint
+    assert second.coalesced_into_run_id == (first.id if policy == "coalesce_if_active" else None)
+    assert _statuses(_runs(office, routine)) == [RoutineRunStatus.DISPATCHED, expected]
+
+
 async def test_trigger_in_a_zone_resolves_date_of_the_tick(office: Office) -> None:
     _, trigger = await _scheduled(
         office,
@@ -308,6 +396,27 @@ async def test_abandoned_received_run_is_dispatched_by_a_later_pass(office: Offi
     office.clock.advance(timedelta(minutes=1, seconds=1))
     [recovered] = await office.service.cron_firer.fire_due()
     assert (recovered.id, recovered.status) == (claimed.id, RoutineRunStatus.DISPATCHED)
+
+
+async def test_a_claim_leaves_out_a_tick_whose_routine_run_exists(office: Office) -> None:
+    """A tick whose idempotency key is already taken gets no second routine run."""
+    routine, trigger = await _scheduled(office)
+    first, second = _z("2026-11-29T12:05:00Z"), _z("2026-11-29T12:10:00Z")
+    earlier, made = office.store.routines.insert_run(
+        tick_run(routine, trigger, first), now=office.clock.now()
+    )
+    assert made
+    claimed = office.store.routines.claim_ticks(
+        trigger.id,
+        expected_next_run_at=first,
+        next_run_at=_z("2026-11-29T12:15:00Z"),
+        last_fired_at=second,
+        runs_to_insert=[tick_run(routine, trigger, first), tick_run(routine, trigger, second)],
+        now=office.clock.now(),
+    )
+    assert claimed is not None
+    assert [run.scheduled_for for run in claimed] == [second]
+    assert [run.id for run in _runs(office, routine)] == [earlier.id, claimed[0].id]
 
 
 # -- concurrency policies against an active instance -------------------------------------
@@ -556,16 +665,16 @@ async def test_a_trigger_failing_in_a_pass_does_not_stop_the_others(
     vanished, _ = await _scheduled(office, name="Vanished")
     beyond, beyond_trigger = await _scheduled(office, name="Beyond the horizon")
     healthy, _ = await _scheduled(office, name="Healthy")
-    real_get = office.store.routines.get_routine
+    real_get = RoutinesToFire.get
 
-    def get_routine(routine_id: str) -> Routine:
+    def get(held: RoutinesToFire, routine_id: str) -> RoutineToFire:
         if routine_id == vanished.id:
             raise NotFoundError(f"routine {routine_id} not found", field="routine_id")
         if routine_id == beyond.id:
             raise InvalidInputError("cron_expression does not fire within 30 years")
-        return real_get(routine_id)
+        return real_get(held, routine_id)
 
-    monkeypatch.setattr(office.store.routines, "get_routine", get_routine)
+    monkeypatch.setattr(RoutinesToFire, "get", get)
     office.clock.advance(timedelta(minutes=5))
     made = await office.service.cron_firer.fire_due()
     assert [run.routine_id for run in made] == [healthy.id]
@@ -574,6 +683,27 @@ async def test_a_trigger_failing_in_a_pass_does_not_stop_the_others(
     assert trigger.id == beyond_trigger.id
     assert trigger.enabled is False
     assert _runs(office, vanished) == []
+
+
+async def test_a_routine_row_that_cannot_be_read_fails_its_own_tick_only(office: Office) -> None:
+    """The routines of a batch are read in one query but converted one tick at a time: a
+    malformed row fails its tick alone (the others of the batch still fire)."""
+    broken, broken_trigger = await _scheduled(office, name="Broken")
+    healthy, _ = await _scheduled(office, name="Healthy")
+    with office.store.db.write() as conn:
+        conn.execute(
+            sa.update(routines_table)
+            .where(routines_table.c.id == broken.id)
+            .values(variables=[{"name": "x", "type": "no-such-type"}])
+        )
+    office.clock.advance(timedelta(minutes=5))
+    made = await office.service.cron_firer.fire_due()
+    assert [run.routine_id for run in made if run.routine_id in (broken.id, healthy.id)] == [
+        healthy.id
+    ]
+    assert _runs(office, broken) == []
+    unclaimed = office.store.routines.get_trigger(broken_trigger.id)
+    assert unclaimed.next_run_at == _z("2026-11-29T12:05:00Z")
 
 
 async def test_a_webhook_trigger_refuses_a_timezone(office: Office) -> None:
@@ -656,10 +786,10 @@ async def test_a_tick_whose_wake_is_refused_fails_alone_and_stays_fired(
     intake = office.service.intake
     real_persist = intake.persist
 
-    def persist(request: WakeRequest) -> IntakeResult:
+    def persist(request: WakeRequest, **kwargs: Any) -> IntakeResult:
         if request.payload.get("routine_id") == refused.id:
             raise InvalidInputError("payload is larger than 256 KiB", field="payload")
-        return real_persist(request)
+        return real_persist(request, **kwargs)
 
     monkeypatch.setattr(intake, "persist", persist)
     office.clock.advance(timedelta(minutes=5))

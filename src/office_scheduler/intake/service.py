@@ -165,19 +165,22 @@ class Intake:
         except Exception as exc:
             return exc
 
-    def persist(self, request: WakeRequest) -> IntakeResult:
+    def persist(self, request: WakeRequest, *, window: timedelta | None = None) -> IntakeResult:
         """The database half of :meth:`enqueue`, blocking; call it from a worker thread.
 
         Inside :meth:`~office_scheduler.store.engine.Database.transaction` it joins the
         caller's transaction, so a caller can make a wake part of a larger write (a cron
         tick's claim and dispatch). Pass the result to :meth:`announce` once committed.
+        ``window``: the workspace's coalescing hold, when the caller read it in that
+        transaction (else it is read here).
 
         Raises:
             NotFoundError: the agent or workspace does not exist.
             InvalidInputError: see :func:`validate_request`.
         """
         validate_request(request)
-        return self._persist_valid(request)
+        windows = {} if window is None else {request.workspace_id: window}
+        return self._persist_valid(request, windows)
 
     def _persist_valid(
         self, request: WakeRequest, windows: dict[str, timedelta] | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -32,6 +33,7 @@ from office_scheduler.routines.templates import dispatch_fingerprint, render_tem
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
 from office_scheduler.store.reconnect import retry_once_if_connection_lost
+from office_scheduler.store.routine_to_fire import RoutineToFire
 
 log = structlog.get_logger(__name__)
 
@@ -107,9 +109,33 @@ class RoutineDispatcher:
         Raises:
             NotFoundError, InvalidInputError: as :meth:`dispatch`.
         """
+        routine = routine or self._store.routines.get_routine(run.routine_id)
+        return self._through_gate(run, routine, recovering=recovering)
+
+    def dispatch_fired(self, run: RoutineRun, held: RoutineToFire) -> Dispatched:
+        """:meth:`dispatch_now` of a cron tick's run inserted in the caller's transaction.
+
+        ``held`` is the run's routine as that transaction read and holds it
+        (:meth:`~office_scheduler.store.routines.RoutineStore.routines_to_fire`): no other
+        process can have seen the run yet, so the gate neither locks the routine nor reads
+        the run again, and the assignee check and the wake's coalescing hold come from
+        ``held`` instead of a query each.
+
+        Raises:
+            NotFoundError, InvalidInputError: as :meth:`dispatch`.
+        """
+        return self._through_gate(run, held.routine, held=held)
+
+    def _through_gate(
+        self,
+        run: RoutineRun,
+        routine: Routine,
+        *,
+        recovering: bool = False,
+        held: RoutineToFire | None = None,
+    ) -> Dispatched:
         routines = self._store.routines
-        routine = routine or routines.get_routine(run.routine_id)
-        failure = self._dispatch_problem(routine)
+        failure = self._dispatch_problem(routine, held)
         if failure is not None:
             return Dispatched(self._settle(run, RoutineRunStatus.FAILED, failure))
         rendered = (
@@ -135,6 +161,7 @@ class RoutineDispatcher:
                 else None
             ),
             now=self._clock.now(),
+            fresh=run if held is not None else None,
         )
         if gate.run is None:
             current = routines.get_run(run.id)
@@ -152,7 +179,7 @@ class RoutineDispatcher:
                 active_routine_run_id=gate.active.id if gate.active else None,
             )
             return Dispatched(gate.run)
-        return self._wake(routine, gate.run)
+        return self._wake(routine, gate.run, held.coalesce_window if held else None)
 
     async def announce(self, dispatched: Dispatched) -> RoutineRun:
         """Tell the office what a committed dispatch did; returns its routine run."""
@@ -167,16 +194,21 @@ class RoutineDispatcher:
             await self._intake.announce(*dispatched.wake)
         return dispatched.run
 
-    def _dispatch_problem(self, routine: Routine) -> str | None:
+    def _dispatch_problem(self, routine: Routine, held: RoutineToFire | None) -> str | None:
         if routine.status is not RoutineStatus.ACTIVE:
             return f"routine is {routine.status.value}"
         if routine.assignee_agent_id is None:
             return "routine has no assignee"
-        if self._store.office.find_agent(routine.assignee_agent_id) is None:
+        exists = (
+            held.assignee_exists
+            if held is not None
+            else self._store.office.find_agent(routine.assignee_agent_id) is not None
+        )
+        if not exists:
             return f"assignee {routine.assignee_agent_id} no longer exists"
         return None
 
-    def _wake(self, routine: Routine, run: RoutineRun) -> Dispatched:
+    def _wake(self, routine: Routine, run: RoutineRun, window: timedelta | None) -> Dispatched:
         assert routine.assignee_agent_id is not None  # checked by _dispatch_problem
         payload: dict[str, Any] = {"routine_id": routine.id, "variables": run.variables}
         if run.missed:
@@ -191,12 +223,13 @@ class RoutineDispatcher:
             idempotency_key=run.idempotency_key,
             hold=run.source is not RoutineRunSource.MANUAL,
         )
-        result = self._intake.persist(request)
+        result = self._intake.persist(request, window=window)
         settled = self._store.routines.settle(
             run.id,
             RoutineRunStatus.DISPATCHED,
             now=self._clock.now(),
             linked_run_id=result.request.run_id,
+            fingerprint=run.dispatch_fingerprint,
         )
         return Dispatched(settled or self._store.routines.get_run(run.id), wake=(request, result))
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 import structlog
 from sqlalchemy.engine import Connection
@@ -36,11 +37,35 @@ from office_scheduler.routines.ticks import TickPlan, plan_ticks
 from office_scheduler.store.engine import in_transaction, is_connection_lost
 from office_scheduler.store.facade import Store
 from office_scheduler.store.routine_runs import NewRoutineRun
+from office_scheduler.store.routine_to_fire import RoutinesToFire, RoutineToFire
+from office_scheduler.store.sql import savepoint
 
 log = structlog.get_logger(__name__)
 
 #: A ``received`` routine run older than this was left by a process that stopped.
 ABANDONED_AFTER = timedelta(minutes=1)
+
+
+#: Distinct ``(expression, timezone)`` pairs whose parsed schedules are kept between passes.
+SCHEDULES_KEPT = 4096
+
+
+@lru_cache(maxsize=SCHEDULES_KEPT)
+def _schedule(expression: str, timezone: str) -> CronSchedule:
+    """``parse_schedule``, remembered: a schedule is immutable and a function of its text.
+
+    Most triggers share a handful of expressions, and parsing one costs more than firing it.
+    An invalid pair raises every time (exceptions are not cached).
+    """
+    return parse_schedule(expression, timezone)
+
+
+#: Tick plans kept: due triggers that share a schedule, first tick and policy share one.
+PLANS_KEPT = 1024
+#: :func:`~office_scheduler.routines.ticks.plan_ticks`, remembered. It is a pure function of
+#: hashable, immutable arguments (the clock's instant among them), so a kept plan is never
+#: stale; triggers on one schedule that came due together (heartbeats) are planned once.
+_plan = lru_cache(maxsize=PLANS_KEPT)(plan_ticks)
 
 
 def _unix_minute(instant: datetime) -> int:
@@ -234,7 +259,7 @@ class CronFirer:
 
     async def _schedule_of(self, trigger: RoutineTrigger) -> CronSchedule | None:
         try:
-            return parse_schedule(trigger.cron_expression or "", trigger.timezone)
+            return _schedule(trigger.cron_expression or "", trigger.timezone)
         except InvalidInputError as exc:
             await self._disable(trigger, exc.message)
             return None
@@ -254,13 +279,19 @@ class CronFirer:
     ) -> list[tuple[RoutineTrigger, _Outcome]]:
         """Claim and dispatch ``chunk``'s triggers in one transaction, a savepoint each."""
         with self._store.db.transaction() as conn:
+            held = self._store.routines.routines_to_fire({t.routine_id for t, _ in chunk})
             return [
-                (trigger, self._in_savepoint(conn, trigger, schedule, now))
+                (trigger, self._in_savepoint(conn, trigger, schedule, held, now))
                 for trigger, schedule in chunk
             ]
 
     def _in_savepoint(
-        self, conn: Connection, trigger: RoutineTrigger, schedule: CronSchedule, now: datetime
+        self,
+        conn: Connection,
+        trigger: RoutineTrigger,
+        schedule: CronSchedule,
+        held: RoutinesToFire,
+        now: datetime,
     ) -> _Outcome:
         """One trigger's claim and dispatch; a failure rolls back its savepoint alone.
 
@@ -273,8 +304,10 @@ class CronFirer:
             sqlalchemy.exc.DBAPIError: the connection was lost.
         """
         try:
-            with conn.begin_nested():
-                return self._claim_and_dispatch(trigger, schedule, now)
+            with savepoint(conn):
+                return self._claim_and_dispatch(
+                    trigger, schedule, held.get(trigger.routine_id), now
+                )
         except (NotFoundError, InvalidInputError) as exc:
             return exc
         except Exception as exc:
@@ -286,9 +319,11 @@ class CronFirer:
             return _FAILED
 
     def _claim_and_dispatch(
-        self, trigger: RoutineTrigger, schedule: CronSchedule, now: datetime
+        self, trigger: RoutineTrigger, schedule: CronSchedule, held: RoutineToFire, now: datetime
     ) -> tuple[TickPlan, list[Dispatched]] | None:
         """Claim the trigger's due ticks and dispatch their runs, in one transaction.
+
+        ``held`` is the trigger's routine as the transaction read (and on PostgreSQL locked) it.
 
         Returns the plan and what each run's dispatch wrote (to announce once committed),
         or ``None`` when another process claimed the ticks first. A run whose dispatch
@@ -297,8 +332,8 @@ class CronFirer:
         assert trigger.next_run_at is not None  # due triggers have one
         routines = self._store.routines
         with self._store.db.transaction() as conn:
-            routine = routines.get_routine(trigger.routine_id)
-            plan = plan_ticks(
+            routine = held.routine
+            plan = _plan(
                 schedule,
                 due_from=trigger.next_run_at,
                 now=now,
@@ -321,8 +356,8 @@ class CronFirer:
                     fired.append(Dispatched(run))
                     continue
                 try:
-                    with conn.begin_nested():
-                        fired.append(self._dispatcher.dispatch_now(run, routine))
+                    with savepoint(conn):
+                        fired.append(self._dispatcher.dispatch_fired(run, held))
                 except OfficeError as exc:
                     fired.append(Dispatched(self._settle_failed(run, exc)))
             return plan, fired

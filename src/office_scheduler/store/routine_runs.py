@@ -7,9 +7,10 @@ heavy routine's task) in one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
+from enum import Enum
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,7 +30,7 @@ from office_scheduler.store.ids import new_id
 from office_scheduler.store.office_common import get_task_in, workspace_row
 from office_scheduler.store.routine_rows import routine_row, routine_run_from_row
 from office_scheduler.store.schema import routine_runs, routine_triggers, runs, tasks
-from office_scheduler.store.sql import all_rows, first_row
+from office_scheduler.store.sql import PerDialect, all_rows, first_row
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -77,6 +78,14 @@ class GateResult:
 _RUN_BY_ID = sa.select(routine_runs).where(routine_runs.c.id == sa.bindparam("routine_run_id"))
 _RUN_BY_KEY = sa.select(routine_runs).where(routine_runs.c.idempotency_key == sa.bindparam("key"))
 _INSERT_RUN = sa.insert(routine_runs).returning(*routine_runs.c)
+#: Insert a keyed run unless its idempotency key exists: no row comes back then.
+_INSERT_RUN_UNLESS_KEY_EXISTS = PerDialect(
+    lambda insert: (
+        insert(routine_runs)
+        .on_conflict_do_nothing(index_elements=["idempotency_key"])
+        .returning(*routine_runs.c)
+    )
+)
 #: Compare-and-set from ``received`` (the gate and settle transitions); the row after it.
 _SETTLE_RECEIVED = (
     sa.update(routine_runs)
@@ -104,21 +113,28 @@ def _run_in(conn: Connection, run_id: int) -> RoutineRun:
     return routine_run_from_row(row)
 
 
+def _values(items: Iterable[Enum]) -> list[sa.BindParameter[str]]:
+    """``items``' values as one bound parameter each, for ``IN`` lists of constants.
+
+    A plain list would become an "expanding" parameter that SQLAlchemy renders into the
+    statement again on every execution; these are rendered once and cached with it.
+    """
+    return [sa.literal(item.value) for item in sorted(items, key=lambda item: item.value)]
+
+
 def _active_clause() -> sa.ColumnElement[bool]:
     """A linked task that is live (exists, not archived, not terminal) or a live run."""
-    terminal_tasks = [state.value for state in TERMINAL_TASK_STATES]
-    terminal_runs = [status.value for status in TERMINAL_RUN_STATUSES]
     return sa.or_(
         sa.and_(
             routine_runs.c.linked_task_id.is_not(None),
             tasks.c.id.is_not(None),
             tasks.c.archived_at.is_(None),
-            tasks.c.state.not_in(terminal_tasks),
+            tasks.c.state.not_in(_values(TERMINAL_TASK_STATES)),
         ),
         sa.and_(
             routine_runs.c.linked_task_id.is_(None),
             runs.c.id.is_not(None),
-            runs.c.status.not_in(terminal_runs),
+            runs.c.status.not_in(_values(TERMINAL_RUN_STATUSES)),
         ),
     )
 
@@ -134,7 +150,7 @@ def _active_query() -> sa.Select[Any]:
         .where(
             routine_runs.c.routine_id == sa.bindparam("routine_id"),
             routine_runs.c.dispatch_fingerprint == sa.bindparam("fingerprint"),
-            routine_runs.c.status.in_([status.value for status in LINKED_ROUTINE_RUN_STATUSES]),
+            routine_runs.c.status.in_(_values(LINKED_ROUTINE_RUN_STATUSES)),
             routine_runs.c.id != sa.bindparam("other_than"),
             _active_clause(),
         )
@@ -154,9 +170,9 @@ def _find_active(
     return routine_run_from_row(row) if row else None
 
 
-def _insert_run(conn: Connection, new: NewRoutineRun, now: datetime) -> RoutineRun:
+def _run_values(new: NewRoutineRun, now: datetime) -> dict[str, Any]:
     terminal = new.status is not RoutineRunStatus.RECEIVED
-    values = {
+    return {
         "routine_id": new.routine_id,
         "trigger_id": new.trigger_id,
         "source": new.source.value,
@@ -172,11 +188,25 @@ def _insert_run(conn: Connection, new: NewRoutineRun, now: datetime) -> RoutineR
         "created_at": now,
         "completed_at": now if terminal else None,
     }
-    row = conn.execute(_INSERT_RUN, values).mappings().one()
+
+
+def _insert_run(conn: Connection, new: NewRoutineRun, now: datetime) -> RoutineRun:
+    row = conn.execute(_INSERT_RUN, _run_values(new, now)).mappings().one()
     if new.idempotency_key is None:
         key = {"routine_run_id": row["id"], "idempotency_key": f"{new.key_prefix}{row['id']}"}
         row = conn.execute(_KEY_BY_ID, key).mappings().one()
     return routine_run_from_row(row)
+
+
+def _insert_unless_key_exists(
+    conn: Connection, new: NewRoutineRun, now: datetime
+) -> RoutineRun | None:
+    """Insert ``new`` (one statement when keyed); ``None`` when its idempotency key exists."""
+    if new.idempotency_key is None:
+        return _insert_run(conn, new, now)
+    statement = _INSERT_RUN_UNLESS_KEY_EXISTS(conn)
+    row = conn.execute(statement, _run_values(new, now)).mappings().first()
+    return routine_run_from_row(row) if row is not None else None
 
 
 def _existing_by_key(conn: Connection, key: str | None) -> RoutineRun | None:
@@ -232,11 +262,8 @@ class RoutineRunMethods:
             claimed = conn.execute(_CLAIM_TICKS, params).rowcount
             if claimed != 1:
                 return None
-            inserted = []
-            for new in runs_to_insert:
-                if _existing_by_key(conn, new.idempotency_key) is None:
-                    inserted.append(_insert_run(conn, new, now))
-            return inserted
+            inserted = (_insert_unless_key_exists(conn, new, now) for new in runs_to_insert)
+            return [run for run in inserted if run is not None]
 
     # -- routine runs ---------------------------------------------------------------------
 
@@ -319,6 +346,7 @@ class RoutineRunMethods:
         coalesce: bool,
         task: Mapping[str, Any] | None,
         now: datetime,
+        fresh: RoutineRun | None = None,
     ) -> GateResult:
         """Apply the concurrency policy to a ``received`` routine run, in one transaction.
 
@@ -331,17 +359,30 @@ class RoutineRunMethods:
         PostgreSQL, so concurrent fires of one routine are gated one at a time.
 
         ``routine_id``, when the caller knows it, saves reading the run before the lock.
+
+        ``fresh``: the ``received`` run itself, when the caller inserted it in the
+        transaction this call joins and holds its routine's row there
+        (:meth:`routines_to_fire`). No other process can have seen it, so the gate neither
+        locks the routine nor reads the run; a lightweight run that proceeds comes back
+        unwritten, with the ``dispatch_fingerprint`` for the caller's :meth:`settle` to
+        store with the outcome (one write instead of two).
         """
         with self._db.write() as conn:
-            routine_row(conn, routine_id or _run_in(conn, run_id).routine_id, lock=True)
-            current = _run_in(conn, run_id)  # read again under the lock
-            if current.status is not RoutineRunStatus.RECEIVED:
-                return GateResult(run=None)
+            if fresh is not None:
+                held_routine_id = fresh.routine_id
+            else:
+                routine_row(conn, routine_id or _run_in(conn, run_id).routine_id, lock=True)
+                current = _run_in(conn, run_id)  # read again under the lock
+                if current.status is not RoutineRunStatus.RECEIVED:
+                    return GateResult(run=None)
+                held_routine_id = current.routine_id
             active = (
-                _find_active(conn, current.routine_id, fingerprint, other_than=run_id)
+                _find_active(conn, held_routine_id, fingerprint, other_than=run_id)
                 if enforce
                 else None
             )
+            if fresh is not None and active is None and task is None:
+                return GateResult(run=replace(fresh, dispatch_fingerprint=fingerprint))
             values: dict[str, Any] = {"dispatch_fingerprint": fingerprint}
             created: Task | None = None
             if active is not None:
@@ -372,8 +413,12 @@ class RoutineRunMethods:
         now: datetime,
         reason: str | None = None,
         linked_run_id: int | None = None,
+        fingerprint: str | None = None,
     ) -> RoutineRun | None:
         """Move a ``received`` routine run to ``status`` (compare-and-set).
+
+        ``fingerprint``: the ``dispatch_fingerprint`` to store with the outcome (the one
+        :meth:`gate` gave a ``fresh`` run that proceeded).
 
         Returns:
             The updated run, or ``None`` when it was no longer ``received``.
@@ -381,6 +426,8 @@ class RoutineRunMethods:
         values: dict[str, Any] = {"status": status.value, "status_reason": reason}
         if linked_run_id is not None:
             values["linked_run_id"] = linked_run_id
+        if fingerprint is not None:
+            values["dispatch_fingerprint"] = fingerprint
         if status not in LINKED_ROUTINE_RUN_STATUSES:
             values["completed_at"] = now
         with self._db.write() as conn:

@@ -6,7 +6,7 @@ Values arrive validated by the routine service. Routine runs are in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ from office_scheduler.store.routine_rows import (
     trigger_row,
 )
 from office_scheduler.store.routine_runs import RoutineRunMethods
+from office_scheduler.store.routine_to_fire import RoutinesToFire, routines_to_fire
 from office_scheduler.store.schema import routine_runs, routine_triggers, routines
 from office_scheduler.store.sql import all_rows, first_row
 
@@ -233,6 +234,18 @@ class RoutineStore(RoutineRunMethods):
         )
         with self._db.read() as conn:
             return [trigger_from_row(row) for row in all_rows(conn, query)]
+
+    def routines_to_fire(self, routine_ids: Collection[str]) -> RoutinesToFire:
+        """The routines of due ticks, their assignees' existence and coalescing holds.
+
+        One query for a batch of ticks. Call it inside
+        :meth:`~office_scheduler.store.engine.Database.transaction`: on PostgreSQL the
+        routines' rows stay locked until that transaction ends, so :meth:`gate` may be told
+        (``fresh``) that a run's routine is held. A routine missing from the result did not
+        exist (:meth:`RoutinesToFire.get` raises ``NotFoundError``).
+        """
+        with self._db.write() as conn:
+            return routines_to_fire(conn, routine_ids)
 
     def next_due_at(self) -> datetime | None:
         """The earliest ``next_run_at`` of an enabled schedule trigger of an active routine."""
