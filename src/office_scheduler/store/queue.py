@@ -41,7 +41,7 @@ from office_scheduler.store.schema import (
     runs,
     wakeup_requests,
 )
-from office_scheduler.store.sql import PerDialect
+from office_scheduler.store.sql import PerDialect, constants
 
 MergePolicy = Callable[[WakeRequest, Run | None], MergeDecision]
 
@@ -91,7 +91,7 @@ def _in_flight_query(*, task_bound: bool) -> sa.Select[Any]:
         sa.select(runs)
         .where(
             runs.c.agent_id == sa.bindparam("agent_id"),
-            runs.c.status.in_([RunStatus.QUEUED.value, RunStatus.CLAIMED.value]),
+            runs.c.status.in_(constants((RunStatus.QUEUED, RunStatus.CLAIMED))),
             scope,
         )
         .order_by(queued_first, runs.c.id.desc())
@@ -168,7 +168,7 @@ def _agent_eligible(now: sa.BindParameter[datetime]) -> list[sa.ColumnElement[bo
         .scalar_subquery()
     )
     return [
-        agents.c.status.in_(CLAIMABLE_AGENT_STATUSES),
+        agents.c.status.in_(constants(CLAIMABLE_AGENT_STATUSES)),
         sa.or_(agents.c.cooldown_until.is_(None), agents.c.cooldown_until <= now),
         live < agents.c.max_concurrent_sessions,
     ]

@@ -7,10 +7,9 @@ heavy routine's task) in one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from enum import Enum
 from typing import Any
 
 import sqlalchemy as sa
@@ -30,7 +29,7 @@ from office_scheduler.store.ids import new_id
 from office_scheduler.store.office_common import get_task_in, workspace_row
 from office_scheduler.store.routine_rows import routine_row, routine_run_from_row
 from office_scheduler.store.schema import routine_runs, routine_triggers, runs, tasks
-from office_scheduler.store.sql import PerDialect, all_rows, first_row
+from office_scheduler.store.sql import PerDialect, all_rows, constants, first_row
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -113,15 +112,6 @@ def _run_in(conn: Connection, run_id: int) -> RoutineRun:
     return routine_run_from_row(row)
 
 
-def _values(items: Iterable[Enum]) -> list[sa.BindParameter[str]]:
-    """``items``' values as one bound parameter each, for ``IN`` lists of constants.
-
-    A plain list would become an "expanding" parameter that SQLAlchemy renders into the
-    statement again on every execution; these are rendered once and cached with it.
-    """
-    return [sa.literal(item.value) for item in sorted(items, key=lambda item: item.value)]
-
-
 def _active_clause() -> sa.ColumnElement[bool]:
     """A linked task that is live (exists, not archived, not terminal) or a live run."""
     return sa.or_(
@@ -129,12 +119,12 @@ def _active_clause() -> sa.ColumnElement[bool]:
             routine_runs.c.linked_task_id.is_not(None),
             tasks.c.id.is_not(None),
             tasks.c.archived_at.is_(None),
-            tasks.c.state.not_in(_values(TERMINAL_TASK_STATES)),
+            tasks.c.state.not_in(constants(TERMINAL_TASK_STATES)),
         ),
         sa.and_(
             routine_runs.c.linked_task_id.is_(None),
             runs.c.id.is_not(None),
-            runs.c.status.not_in(_values(TERMINAL_RUN_STATUSES)),
+            runs.c.status.not_in(constants(TERMINAL_RUN_STATUSES)),
         ),
     )
 
@@ -150,7 +140,7 @@ def _active_query() -> sa.Select[Any]:
         .where(
             routine_runs.c.routine_id == sa.bindparam("routine_id"),
             routine_runs.c.dispatch_fingerprint == sa.bindparam("fingerprint"),
-            routine_runs.c.status.in_(_values(LINKED_ROUTINE_RUN_STATUSES)),
+            routine_runs.c.status.in_(constants(LINKED_ROUTINE_RUN_STATUSES)),
             routine_runs.c.id != sa.bindparam("other_than"),
             _active_clause(),
         )

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from enum import Enum
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -18,12 +19,22 @@ __all__ = [
     "PerDialect",
     "Row",
     "all_rows",
+    "constants",
     "first_row",
     "insert",
     "missing_reference",
     "savepoint",
     "unique_conflict",
 ]
+
+
+def constants(items: Iterable[Enum]) -> list[sa.BindParameter[str]]:
+    """``items``' values as one bound parameter each, for ``IN`` lists of constants.
+
+    A plain list becomes an "expanding" parameter that SQLAlchemy renders into the
+    statement again on every execution; these are rendered once and cached with it.
+    """
+    return [sa.literal(item.value) for item in sorted(items, key=lambda item: item.value)]
 
 
 def insert(conn: Connection) -> Any:
