@@ -25,9 +25,11 @@ from office_scheduler.domain.routines import (
     RoutineRun,
     RoutineRunSource,
     RoutineRunStatus,
+    RoutineStatus,
     RoutineTrigger,
 )
 from office_scheduler.domain.status import (
+    AgentRole,
     Classification,
     RunReason,
     RunStatus,
@@ -102,6 +104,71 @@ async def test_coordinator_gets_heartbeat_routine_and_workers_do_not(office: Off
     await office.service.run_until_idle()
     [trigger] = office.store.routines.list_triggers(heartbeat.id)
     assert trigger.next_run_at == _z("2026-11-29T12:05:00Z")
+
+
+def _heartbeats(office: Office, agent_id: str) -> list[Routine]:
+    return [
+        routine
+        for routine in office.store.routines.list_routines(
+            office.workspace.id, assignee_agent_id=agent_id
+        )
+        if routine.name == HEARTBEAT_NAME
+    ]
+
+
+async def test_a_promoted_worker_gets_a_heartbeat_and_a_demoted_one_has_it_paused(
+    office: Office,
+) -> None:
+    agents = office.store.office
+    worker = office.worker.id
+    assert _heartbeats(office, worker) == []
+    agents.update_agent(worker, role=AgentRole.COORDINATOR, now=office.clock.now())
+    [heartbeat] = _heartbeats(office, worker)
+    assert heartbeat.status is RoutineStatus.ACTIVE
+    await office.service.run_until_idle()  # 12:00: its first tick is computed, 12:05
+    office.clock.advance(timedelta(hours=2))
+    agents.update_agent(worker, role=AgentRole.WORKER, now=office.clock.now())
+    [paused] = _heartbeats(office, worker)
+    assert (paused.id, paused.status) == (heartbeat.id, RoutineStatus.PAUSED)
+    await office.service.run_until_idle()  # a paused routine fires nothing
+    assert _runs(office, paused) == []
+    office.clock.advance(timedelta(hours=1))  # 15:00
+    agents.update_agent(worker, role=AgentRole.CEO, now=office.clock.now())
+    [again] = _heartbeats(office, worker)  # the same routine, not a second one
+    assert (again.id, again.status) == (heartbeat.id, RoutineStatus.ACTIVE)
+    [trigger] = office.store.routines.list_triggers(again.id)
+    assert trigger.next_run_at is None  # first tick from now: the paused hours are not caught up
+    await office.service.run_until_idle()
+    [trigger] = office.store.routines.list_triggers(again.id)
+    assert trigger.next_run_at == _z("2026-11-29T15:05:00Z")
+    assert _runs(office, again) == []
+
+
+async def test_a_role_change_between_coordinator_roles_leaves_the_heartbeat_alone(
+    office: Office,
+) -> None:
+    boss = office.coordinator.id
+    [heartbeat] = _heartbeats(office, boss)
+    office.store.office.update_agent(boss, role=AgentRole.CEO, now=office.clock.now())
+    assert [(r.id, r.status) for r in _heartbeats(office, boss)] == [
+        (heartbeat.id, RoutineStatus.ACTIVE)
+    ]
+
+
+async def test_an_archived_heartbeat_stays_archived_on_promotion(office: Office) -> None:
+    boss = office.coordinator.id
+    [heartbeat] = _heartbeats(office, boss)
+    office.store.office.update_agent(boss, role=AgentRole.WORKER, now=office.clock.now())
+    with office.store.db.write() as conn:
+        conn.execute(
+            sa.update(routines_table)
+            .where(routines_table.c.id == heartbeat.id)
+            .values(status=RoutineStatus.ARCHIVED.value)
+        )
+    office.store.office.update_agent(boss, role=AgentRole.COORDINATOR, now=office.clock.now())
+    assert [(r.id, r.status) for r in _heartbeats(office, boss)] == [
+        (heartbeat.id, RoutineStatus.ARCHIVED)
+    ]
 
 
 async def test_idle_coordinator_heartbeat_runs_and_idle_worker_heartbeat_is_skipped(

@@ -24,7 +24,7 @@ from office_scheduler.store.ids import new_id
 from office_scheduler.store.notify import notify_wake
 from office_scheduler.store.office_common import ids_in_workspace, workspace_row
 from office_scheduler.store.queue_common import lock_agent
-from office_scheduler.store.routines import install_heartbeat
+from office_scheduler.store.routines import heartbeat_follows_role, install_heartbeat
 from office_scheduler.store.rows import agent_from_row
 from office_scheduler.store.schema import agents
 from office_scheduler.store.sql import Row, all_rows, first_row, unique_conflict
@@ -247,7 +247,9 @@ class AgentMethods:
         clears it), ``permission_policy`` (``None`` clears it) and ``paused_reason``. A new
         cooldown also moves the agent's ``cooldown_until`` to ``last_wakeup_finished_at +
         cooldown``; a status of ``idle`` or ``working`` clears ``paused_reason`` unless one
-        is given.
+        is given. A role change into or out of the coordinator roles installs, resumes or
+        pauses the agent's heartbeat (see
+        :func:`~office_scheduler.store.routines.heartbeat_follows_role`).
 
         Returns:
             The agent after the change.
@@ -376,6 +378,16 @@ def _apply_changes(
             None if finished is None else finished + timedelta(seconds=values["cooldown_s"])
         )
     conn.execute(sa.update(agents).where(agents.c.id == agent_id).values(updated_at=now, **values))
+    if "role" in values:
+        was, becomes = AgentRole(row["role"]), AgentRole(values["role"])
+        if was.is_coordinator != becomes.is_coordinator:
+            heartbeat_follows_role(
+                conn,
+                workspace_id=row["workspace_id"],
+                agent_id=agent_id,
+                coordinator=becomes.is_coordinator,
+                now=now,
+            )
 
 
 def _changed_values(changes: dict[str, object]) -> dict[str, Any]:

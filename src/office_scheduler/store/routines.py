@@ -325,3 +325,48 @@ def install_heartbeat(conn: Connection, *, workspace_id: str, agent_id: str, now
             created_at=now,
         )
     )
+
+
+def heartbeat_follows_role(
+    conn: Connection, *, workspace_id: str, agent_id: str, coordinator: bool, now: datetime
+) -> None:
+    """Keep an agent's "Coordinator heartbeat" in step with a change of its role.
+
+    Inside the transaction that changes the role. A promotion to a coordinator role
+    installs the heartbeat (:func:`install_heartbeat`) unless the agent has one, and makes
+    a paused one active again with its schedule triggers' ``next_run_at`` cleared, so the
+    cron loop gives them a first tick from now instead of catching up the ticks missed
+    meanwhile. A demotion pauses the agent's active heartbeat: a worker is not woken every
+    five minutes. Archived heartbeats are left alone (someone retired them on purpose).
+    """
+    mine = sa.and_(
+        routines.c.workspace_id == workspace_id,
+        routines.c.assignee_agent_id == agent_id,
+        routines.c.name == HEARTBEAT_NAME,
+    )
+    if not coordinator:
+        conn.execute(
+            sa.update(routines)
+            .where(mine, routines.c.status == RoutineStatus.ACTIVE.value)
+            .values(status=RoutineStatus.PAUSED.value, updated_at=now)
+        )
+        return
+    found = conn.execute(sa.select(routines.c.id, routines.c.status).where(mine)).all()
+    if not found:
+        install_heartbeat(conn, workspace_id=workspace_id, agent_id=agent_id, now=now)
+        return
+    paused = [row.id for row in found if row.status == RoutineStatus.PAUSED.value]
+    if paused:
+        conn.execute(
+            sa.update(routines)
+            .where(routines.c.id.in_(paused))
+            .values(status=RoutineStatus.ACTIVE.value, updated_at=now)
+        )
+        conn.execute(
+            sa.update(routine_triggers)
+            .where(
+                routine_triggers.c.routine_id.in_(paused),
+                routine_triggers.c.kind == TriggerKind.SCHEDULE.value,
+            )
+            .values(next_run_at=None)
+        )
