@@ -63,6 +63,45 @@ def one_line_error(result: Result) -> str:
     return lines[0]
 
 
+def test_routine_commands_take_a_name_and_refuse_a_shared_or_unknown_one(
+    served: Office,
+) -> None:
+    served.api.agent(served.ws, "worker-2")
+    for assignee in ("worker-1", "worker-2"):
+        served.ok(
+            "routine", "create", "--workspace", served.ws, "--name", "Triage",
+            "--assignee", assignee, "--cron", "0 9 * * *",
+        )  # fmt: skip
+    served.ok(
+        "routine", "create", "--workspace", served.ws, "--name", "Nightly build",
+        "--assignee", "worker-1", "--cron", "0 2 * * *",
+    )  # fmt: skip
+    by_name = {r["name"]: r for r in served.json("routine", "list", "--workspace", served.ws)}
+
+    fired = served.json("routine", "fire", "Nightly build")
+    assert fired["routine_id"] == by_name["Nightly build"]["id"]
+    [trigger] = served.json("routine", "trigger", "list", "Nightly build")
+    assert trigger["cron_expression"] == "0 2 * * *"
+    assert "is paused" in served.ok("routine", "pause", "Nightly build").stdout
+
+    shared = served.run("routine", "fire", "Triage")
+    assert shared.exit_code == 1
+    triage_ids = sorted(
+        r["id"] for r in served.json("routine", "list", "--workspace", served.ws)
+        if r["name"] == "Triage"
+    )  # fmt: skip
+    assert len(triage_ids) == 2
+    message = one_line_error(shared)
+    assert "2 routines are named 'Triage'" in message
+    assert all(routine_id in message for routine_id in triage_ids)
+
+    unknown = served.run("routine", "show", "No such routine")
+    assert unknown.exit_code == 1
+    assert one_line_error(unknown) == (
+        "office: routine 'No such routine' not found (give its id or name)"
+    )
+
+
 def test_create_list_show_fire_and_runs(served: Office) -> None:
     created = served.ok(
         "routine", "create", "--workspace", served.ws, "--name", "Daily report",

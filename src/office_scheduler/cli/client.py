@@ -296,6 +296,32 @@ def _id_or_name(records: Sequence[Mapping[str, Any]], value: str) -> str | None:
     return None
 
 
+def routine_ref(client: ApiClient, value: str) -> str:
+    """The id of the routine ``value`` names: an id (32 hex digits) as given, else a name.
+
+    Names are looked up in every workspace. They are unique per assignee, not per
+    workspace (each coordinator has its own "Coordinator heartbeat"), so a name several
+    routines share is refused with their ids.
+
+    Raises:
+        CliError: no routine has the name ("not found"), or several have (exit 1).
+    """
+    if _ID.fullmatch(value):
+        return value
+    named = [
+        routine
+        for space in client.collect("/workspaces", limit=1000)
+        for routine in client.collect(api_path("workspaces", space["id"], "routines"), limit=1000)
+        if routine.get("name") == value
+    ]
+    if not named:
+        raise CliError(f"routine {value!r} not found (give its id or name)", 1)
+    if len(named) > 1:
+        ids = ", ".join(str(routine["id"]) for routine in named)
+        raise CliError(f"{len(named)} routines are named {value!r}: give an id ({ids})", 1)
+    return str(named[0]["id"])
+
+
 def _member(client: ApiClient, workspace: str, collection: str, value: str) -> str:
     """The id of the agent or project (``collection``) of ``workspace`` with that id or name.
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from office_scheduler.cli.client import ApiClient, api, api_path
+from office_scheduler.cli.client import ApiClient, api, api_path, routine_ref
 from office_scheduler.cli.state import CliError, emit, json_option, table
 from office_scheduler.domain.routines import SigningMode, TriggerKind
 
@@ -47,7 +47,7 @@ def trigger_group() -> None:
 
 
 @trigger_group.command("add")
-@click.argument("routine_id")
+@click.argument("routine_id", metavar="ROUTINE")
 @click.option("--kind", type=KINDS, required=True, help="What fires the routine.")
 @click.option("--cron", help="Five-field cron expression (schedule triggers).")
 @click.option("--tz", "timezone", help="IANA time zone of --cron [default: UTC].")
@@ -78,6 +78,7 @@ def trigger_add(
     if disabled:
         body["enabled"] = False
     with api() as client:
+        routine_id = routine_ref(client, routine_id)
         trigger = client.post(api_path("routines", routine_id, "triggers"), body)
         url = _webhook_url(client, trigger)
     shown = {**trigger, "url": url} if url else trigger
@@ -85,11 +86,12 @@ def trigger_add(
 
 
 @trigger_group.command("list")
-@click.argument("routine_id")
+@click.argument("routine_id", metavar="ROUTINE")
 @json_option
 def trigger_list(routine_id: str) -> None:
     """List a routine's triggers (secrets are never shown)."""
     with api() as client:
+        routine_id = routine_ref(client, routine_id)
         triggers = client.get(api_path("routines", routine_id, "triggers"))["items"]
     emit(triggers, lambda: click.echo(table(triggers, TRIGGER_COLUMNS, max_width=60)))
 

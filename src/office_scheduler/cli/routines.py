@@ -6,7 +6,14 @@ from typing import Any
 
 import click
 
-from office_scheduler.cli.client import agent_id, api, api_path, with_agent_names, workspace_id
+from office_scheduler.cli.client import (
+    agent_id,
+    api,
+    api_path,
+    routine_ref,
+    with_agent_names,
+    workspace_id,
+)
 from office_scheduler.cli.routine_triggers import TRIGGER_COLUMNS, trigger_group
 from office_scheduler.cli.state import CliError, details, emit, json_option, table
 from office_scheduler.cli.state import state as current_state
@@ -129,11 +136,12 @@ def routine_list(workspace: str | None) -> None:
 
 
 @routine_group.command("show")
-@click.argument("routine_id")
+@click.argument("routine_id", metavar="ROUTINE")
 @json_option
 def routine_show(routine_id: str) -> None:
     """Show a routine with its template, variables and triggers."""
     with api() as client:
+        routine_id = routine_ref(client, routine_id)
         routine = client.get(api_path("routines", routine_id))
         triggers = client.get(api_path("routines", routine_id, "triggers"))["items"]
     if current_state().json:
@@ -230,7 +238,7 @@ def routine_create(
 
 
 @routine_group.command("update")
-@click.argument("routine_id")
+@click.argument("routine_id", metavar="ROUTINE")
 @click.option("--name", help="New name.")
 @click.option("--about", "about", help="New routine description.")
 @click.option("--assignee", help="Agent id or name.")
@@ -278,6 +286,7 @@ def routine_update(
     if not changes and not assignee and title is None and description is None:
         raise CliError("nothing to change: give at least one option", 2)
     with api() as client:
+        routine_id = routine_ref(client, routine_id)
         current = client.get(api_path("routines", routine_id))
         if assignee:
             changes["assignee_agent_id"] = agent_id(client, current["workspace_id"], assignee)
@@ -293,12 +302,13 @@ def routine_update(
 
 def _set_status(routine_id: str, status: str) -> None:
     with api() as client:
+        routine_id = routine_ref(client, routine_id)
         routine = client.patch(api_path("routines", routine_id), {"status": status})
     emit(routine, lambda: click.echo(f"routine {routine['id']} is {routine['status']}"))
 
 
 @routine_group.command("pause")
-@click.argument("routine_id")
+@click.argument("routine_id", metavar="ROUTINE")
 @json_option
 def routine_pause(routine_id: str) -> None:
     """Pause a routine: none of its triggers fire until it is resumed."""
@@ -306,7 +316,7 @@ def routine_pause(routine_id: str) -> None:
 
 
 @routine_group.command("resume")
-@click.argument("routine_id")
+@click.argument("routine_id", metavar="ROUTINE")
 @json_option
 def routine_resume(routine_id: str) -> None:
     """Resume a paused routine (ticks missed while paused are not caught up)."""
@@ -314,22 +324,24 @@ def routine_resume(routine_id: str) -> None:
 
 
 @routine_group.command("delete")
-@click.argument("routine_id")
+@click.argument("routine_id", metavar="ROUTINE")
 def routine_delete(routine_id: str) -> None:
     """Delete a routine with its triggers and history (tasks it created stay)."""
     with api() as client:
+        routine_id = routine_ref(client, routine_id)
         client.request("DELETE", api_path("routines", routine_id))
     click.echo(f"deleted routine {routine_id}")
 
 
 @routine_group.command("fire")
-@click.argument("routine_id")
+@click.argument("routine_id", metavar="ROUTINE")
 @click.option("--var", "assignments", multiple=True, help="NAME=VALUE of a variable (repeatable).")
 @json_option
 def routine_fire(routine_id: str, assignments: tuple[str, ...]) -> None:
     """Fire a routine now; prints the routine run and the task or run it created."""
     values = dict(parse_assignment(spec) for spec in assignments)
     with api() as client:
+        routine_id = routine_ref(client, routine_id)
         run = client.post(api_path("routines", routine_id, "fire"), {"variables": values})
 
     def render() -> None:
@@ -345,12 +357,13 @@ def routine_fire(routine_id: str, assignments: tuple[str, ...]) -> None:
 
 
 @routine_group.command("runs")
-@click.argument("routine_id")
+@click.argument("routine_id", metavar="ROUTINE")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 500))
 @json_option
 def routine_runs(routine_id: str, limit: int) -> None:
     """List a routine's runs, newest first."""
     with api() as client:
+        routine_id = routine_ref(client, routine_id)
         runs = client.get(api_path("routines", routine_id, "runs"), limit=limit)["items"]
     emit(runs, lambda: click.echo(table(runs, RUN_COLUMNS)))
 
