@@ -413,6 +413,10 @@ def test_workspaces_projects_and_agents_are_taken_by_name_as_by_id(
         no_project = run(
             home, "--api-url", server.url, "task", "create", "--title", "x", "--project", "nope"
         )
+        other = json.loads(client("task", "create", "--title", "Other", *by_name).stdout)
+        moved = client("task", "update", other["id"], "--project", "greeting")
+        removed = client("task", "update", other["id"], "--no-project")
+        blank = run(home, "--api-url", server.url, "task", "update", other["id"], "--project", "")
     finally:
         server.stop()
     assert queued.exit_code == 0, queued.output
@@ -431,6 +435,12 @@ def test_workspaces_projects_and_agents_are_taken_by_name_as_by_id(
     assert one_line_error(unknown) == "office: no workspace 'Nope' (give its id or name)"
     assert no_project.exit_code == 1
     assert one_line_error(no_project).startswith("office: no project 'nope' in workspace ")
+    assert json.loads(moved.stdout)["project_id"] == project.id
+    assert json.loads(removed.stdout)["project_id"] is None
+    assert blank.exit_code == 2
+    assert one_line_error(blank) == (
+        "office: --project needs a project id or name (--no-project removes it)"
+    )
 
 
 def test_a_command_without_a_token_says_where_one_is_looked_for(home: Path, tmp_path: Path) -> None:

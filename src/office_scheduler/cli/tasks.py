@@ -107,6 +107,7 @@ def task_create(
 @click.option("--title", help="New title.")
 @click.option("--description", help="New description.")
 @click.option("--project", "project", help="Move to a project (id or name).")
+@click.option("--no-project", "no_project", is_flag=True, help="Take the task out of its project.")
 @click.option("--blocked-by", "blocked_by", multiple=True, help="Add a blocker (repeatable).")
 @json_option
 def task_update(
@@ -117,11 +118,16 @@ def task_update(
     title: str | None,
     description: str | None,
     project: str | None,
+    no_project: bool,
     blocked_by: tuple[str, ...],
 ) -> None:
-    """Change a task's fields, assignee or blockers."""
+    """Change a task's fields, assignee, project or blockers."""
     if assignee and unassign:
         raise CliError("--assignee and --unassign exclude each other", 2)
+    if project is not None and no_project:
+        raise CliError("--project and --no-project exclude each other", 2)
+    if project is not None and not project.strip():
+        raise CliError("--project needs a project id or name (--no-project removes it)", 2)
     changes: dict[str, Any] = {
         key: value
         for key, value in (
@@ -133,6 +139,8 @@ def task_update(
     }
     if unassign:
         changes["assignee_agent_id"] = None
+    if no_project:
+        changes["project_id"] = None
     if not changes and not assignee and not blocked_by and project is None:
         raise CliError("nothing to change: give at least one option", 2)
     with api() as client:
