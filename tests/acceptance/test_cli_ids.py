@@ -167,3 +167,15 @@ def test_a_numeric_id_that_is_not_one_is_a_usage_error_saying_what_an_id_is(
     assert result.exit_code == 2, result.output
     assert "is not an id (a whole number of at least 1)" in result.output
     assert "integer range" not in result.output
+
+
+@pytest.mark.parametrize(
+    "args", [("task", "list"), ("routine", "list"), ("inbox", "list"), ("agent", "list")]
+)
+def test_a_blank_workspace_is_a_usage_error_not_the_only_workspace(
+    api: Api, url: str, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    api.workspace()  # the only one: a blank --workspace used to fall back to it
+    result = _office(url, tmp_path, api.admin_token, *args, "--workspace", " ")
+    assert result.exit_code == 2, result.output
+    assert result.stderr == "office: --workspace needs a workspace id or name\n"

@@ -219,9 +219,12 @@ def workspace_id(client: ApiClient, given: str | None) -> str:
     is reached by its id) or a name (looked up).
 
     Raises:
-        CliError: none given and the server has several workspaces or none (exit 2), or
-            no workspace has the name given (exit 1: not found, like a missing id).
+        CliError: a blank ``given`` (exit 2), none given and the server has several
+            workspaces or none (exit 2), or no workspace has the name given (exit 1: not
+            found, like a missing id).
     """
+    if given is not None and not given.strip():
+        raise CliError("--workspace needs a workspace id or name", 2)
     if given and _ID.fullmatch(given):
         return given
     if given:
