@@ -179,3 +179,13 @@ def test_a_blank_workspace_is_a_usage_error_not_the_only_workspace(
     result = _office(url, tmp_path, api.admin_token, *args, "--workspace", " ")
     assert result.exit_code == 2, result.output
     assert result.stderr == "office: --workspace needs a workspace id or name\n"
+
+
+def test_an_id_with_a_slash_says_what_was_not_found(api: Api, url: str, tmp_path: Path) -> None:
+    """Review: ``runs queue bad/../id`` printed the router's bare "Not Found"."""
+    api.workspace()
+    result = _office(url, tmp_path, api.admin_token, "runs", "queue", "bad/../id", "--agent", "x")
+    assert result.exit_code == 1, result.output
+    assert result.stderr == (
+        "office: not found: /tasks/bad/../id (no such record; check the id)\n"
+    )

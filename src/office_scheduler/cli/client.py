@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import click
 import httpx
@@ -160,8 +160,12 @@ class ApiClient:
             raise CliError(f"--api-url names the server, without {API}: {self.base_url}", 2)
         if response.status_code >= 400:
             code = 2 if response.status_code in BAD_INPUT else 1
+            reason = _reason(response)
+            if response.status_code == 404 and reason == "Not Found":
+                # No route matched (an id with a slash): name what was asked for.
+                reason = f"not found: {unquote(path)} (no such record; check the id)"
             hint = self._missing_token_hint if response.status_code == 401 else ""
-            raise CliError(_reason(response) + (f": {hint}" if hint else ""), code)
+            raise CliError(reason + (f": {hint}" if hint else ""), code)
         if not response.content:
             return None
         try:
