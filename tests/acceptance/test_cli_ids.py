@@ -186,6 +186,4 @@ def test_an_id_with_a_slash_says_what_was_not_found(api: Api, url: str, tmp_path
     api.workspace()
     result = _office(url, tmp_path, api.admin_token, "runs", "queue", "bad/../id", "--agent", "x")
     assert result.exit_code == 1, result.output
-    assert result.stderr == (
-        "office: not found: /tasks/bad/../id (no such record; check the id)\n"
-    )
+    assert result.stderr == ("office: not found: /tasks/bad/../id (no such record; check the id)\n")
