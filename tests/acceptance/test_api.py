@@ -398,6 +398,24 @@ def test_unknown_routes_and_methods_use_the_error_envelope(api: Api) -> None:
     assert (wrong.status_code, error_of(wrong)["code"]) == (405, "method_not_allowed")
 
 
+def test_an_idempotency_key_of_500_characters_is_taken_and_501_refused(api: Api) -> None:
+    """Review: keys are stored with their scope (``user:<agent id>:``), so a key longer than
+    462 characters failed although the API takes 500."""
+    ws_id = api.workspace()["id"]
+    agent = api.agent(ws_id, "worker-1")["id"]
+    wake = f"/api/v1/agents/{agent}/wake"
+    key = "k" * 500
+    first = api.ok("POST", wake, status=202, json={"idempotency_key": key})
+    again = api.ok("POST", wake, status=202, json={"idempotency_key": key})
+    assert (first["outcome"], again["outcome"]) == ("created", "deduplicated")
+    batch = {"wakes": [{"agent_id": agent, "idempotency_key": "b" * 500}]}
+    [item] = api.ok("POST", f"/api/v1/workspaces/{ws_id}/wakes", status=202, json=batch)["items"]
+    assert item["outcome"] == "coalesced"
+    too_long = api.request("POST", wake, json={"idempotency_key": "k" * 501})
+    assert too_long.status_code == 422
+    assert error_of(too_long)["field"] == "idempotency_key"
+
+
 def test_a_batch_of_wakes_is_taken_in_one_request_in_the_order_sent(api: Api) -> None:
     ws_id = api.workspace()["id"]
     first = api.agent(ws_id, "worker-1")["id"]

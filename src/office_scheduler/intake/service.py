@@ -29,7 +29,9 @@ log = structlog.get_logger(__name__)
 ZERO = timedelta(0)
 
 MAX_PAYLOAD_BYTES = 256 * 1024
-MAX_KEY_CHARS = 500
+#: Longest stored idempotency key: a caller's key (at most 500 characters at the API) with
+#: its scope in front (``user:<agent id>:``, 38 characters).
+MAX_KEY_CHARS = 600
 #: A batch PostgreSQL rolled back to break a deadlock is sent again, at most this often.
 _DEADLOCK_ATTEMPTS = 3
 #: Most wakes one batch may carry for one agent. Each merges into the same run, whose
@@ -45,7 +47,7 @@ def validate_request(request: WakeRequest) -> None:
 
     Raises:
         InvalidInputError: the payload is not a JSON object, is larger than 256 KiB as
-            JSON, or the idempotency key is empty or longer than 500 characters.
+            JSON, or the idempotency key is empty or longer than :data:`MAX_KEY_CHARS`.
     """
     if not isinstance(request.payload, dict):
         raise InvalidInputError("payload must be a JSON object", field="payload")
@@ -56,9 +58,11 @@ def validate_request(request: WakeRequest) -> None:
     if len(encoded.encode()) > MAX_PAYLOAD_BYTES:
         raise InvalidInputError("payload is larger than 256 KiB", field="payload")
     key: object = request.idempotency_key
-    if key is not None and (not isinstance(key, str) or not key.strip() or len(key) > 500):
+    if key is not None and (
+        not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_CHARS
+    ):
         raise InvalidInputError(
-            "idempotency_key must be a non-empty string of at most 500 characters",
+            f"idempotency_key must be a non-empty string of at most {MAX_KEY_CHARS} characters",
             field="idempotency_key",
         )
 

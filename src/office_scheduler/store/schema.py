@@ -203,7 +203,7 @@ wakeup_requests = sa.Table(
     sa.Column("source", sa.String(40), nullable=False),
     sa.Column("classification", sa.String(20), nullable=False),
     sa.Column("payload", json_type(), nullable=False),
-    sa.Column("idempotency_key", sa.String(500), unique=True),
+    sa.Column("idempotency_key", sa.String(600), unique=True),  # scope + 500 (0006)
     sa.Column("status", sa.String(20), nullable=False),
     sa.Column("status_reason", sa.String(200)),
     sa.Column("run_id", sa.BigInteger()),
@@ -228,7 +228,7 @@ runs = sa.Table(
     sa.Column("status", sa.String(20), nullable=False),
     sa.Column("reason", sa.String(60)),
     sa.Column("error", sa.Text()),
-    sa.Column("idempotency_key", sa.String(500), unique=True),
+    sa.Column("idempotency_key", sa.String(600), unique=True),  # scope + 500 (0006)
     sa.Column("context_snapshot", json_type(), nullable=False),
     sa.Column("context_version", sa.Integer(), nullable=False, server_default="1"),
     sa.Column("coalesced_count", sa.Integer(), nullable=False, server_default="1"),

@@ -1,0 +1,41 @@
+"""Idempotency keys of wakes and runs hold a caller's 500 characters plus their scope
+
+Revision ID: 0006
+Revises: 0005
+Create Date: 2026-11-30 12:00:00
+
+A caller's key (up to 500 characters) is stored with its scope in front, e.g.
+``user:<agent id>:`` (38 characters), so the columns need more than 500. Widening a
+``varchar`` is a catalogue change on PostgreSQL (no table rewrite); SQLite does not enforce
+lengths, so nothing changes there.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0006"
+down_revision = "0005"
+branch_labels = None
+depends_on = None
+
+TABLES = ("wakeup_requests", "runs")
+
+
+def upgrade() -> None:
+    if op.get_bind().dialect.name != "postgresql":
+        return
+    for table in TABLES:
+        op.alter_column(
+            table, "idempotency_key", type_=sa.String(600), existing_type=sa.String(500)
+        )
+
+
+def downgrade() -> None:
+    if op.get_bind().dialect.name != "postgresql":
+        return
+    for table in TABLES:
+        op.alter_column(
+            table, "idempotency_key", type_=sa.String(500), existing_type=sa.String(600)
+        )
