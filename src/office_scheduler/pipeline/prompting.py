@@ -37,6 +37,10 @@ from office_scheduler.store.facade import Store
 from office_scheduler.store.summaries import PROMPT_EVENT
 from office_scheduler.summary import summary_scope
 
+#: ``ctx.extras`` key: the prior (task, agent) session the prompt was built against
+#: (``None``: there was none), so the launch resumes the very session the prompt assumed.
+PRIOR_SESSION = "prior_session"
+
 
 @dataclass(kw_only=True, slots=True)
 class _Material:
@@ -187,6 +191,8 @@ async def build_run_prompt(
     store = ctx.deps.store
     data, kind = await asyncio.to_thread(_gather, store, ctx.run.id, ctx.task, executor, cwd)
     ctx.run = data.run
+    if ctx.task is not None:
+        ctx.extras[PRIOR_SESSION] = data.prior  # the session the prompt kind was chosen for
     full = _full(ctx, data)
     prompt = _delta(ctx, data) if kind is PromptKind.DELTA else full
     ctx.extras["full_prompt"] = full if kind is PromptKind.DELTA else None
