@@ -33,12 +33,17 @@ def _read_subjects(ctx: RunContext) -> None:
             ctx.task = office.find_task(ctx.run.task_id)
             if ctx.task is not None and ctx.task.project_id is not None:
                 ctx.project = office.get_project(ctx.task.project_id)
+        ctx.budget_policies = store.budgets.applicable_policies(
+            ctx.agent.workspace_id,
+            project_id=ctx.task.project_id if ctx.task is not None else None,
+            agent_id=ctx.agent.id,
+        )
 
 
 async def load(ctx: RunContext, call_next: Next) -> None:
-    """Read the run's agent, workspace, task and project once for the later steps.
+    """Read the run's agent, workspace, task, project and budget policies for the later steps.
 
-    One thread hop and one read connection (:meth:`Database.snapshot`) for the four reads.
+    One thread hop and one read connection (:meth:`Database.snapshot`) for all the reads.
     """
     await asyncio.to_thread(_read_subjects, ctx)
     # The ``claimed`` event is written by the claim transaction itself (store/queue.py).
