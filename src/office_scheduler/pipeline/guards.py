@@ -16,7 +16,8 @@ from office_scheduler.domain.status import (
     TaskState,
     WakeSource,
 )
-from office_scheduler.pipeline.context import RunContext
+from office_scheduler.pipeline.context import AfterEnd, RunContext
+from office_scheduler.store.runlog import RunEventRow
 
 log = structlog.get_logger(__name__)
 
@@ -115,19 +116,32 @@ async def idle_skip(ctx: RunContext, call_next: Next) -> None:
                 run_id=ctx.run.id,
                 reason=RunReason.NO_ACTIONABLE_TASKS.value,
             )
-            await asyncio.to_thread(
-                ctx.deps.store.runlog.add_activity,
-                workspace_id=ctx.run.workspace_id,
-                kind="wakeup_idle_skipped",
-                message=f"{agent.name} has no actionable tasks; periodic wake skipped",
-                now=ctx.deps.clock.now(),
-                agent_id=agent.id,
-                run_id=ctx.run.id,
-                data={"wakeup_ids": [entry.request_id for entry in ctx.run.context]},
+            await ctx.end(
+                RunStatus.FINISHED, RunReason.NO_ACTIONABLE_TASKS, then=_log_idle_skip(ctx)
             )
-            await ctx.end(RunStatus.FINISHED, RunReason.NO_ACTIONABLE_TASKS)
             return
     await call_next()
+
+
+def _log_idle_skip(ctx: RunContext) -> AfterEnd:
+    """The ``wakeup_idle_skipped`` activity entry, written in the transaction of the skip."""
+    assert ctx.agent is not None
+    agent, store, now = ctx.agent, ctx.deps.store, ctx.deps.clock.now()
+    wakeup_ids = [entry.request_id for entry in ctx.run.context]
+
+    def write(run: Run) -> list[RunEventRow]:
+        store.runlog.add_activity(
+            workspace_id=run.workspace_id,
+            kind="wakeup_idle_skipped",
+            message=f"{agent.name} has no actionable tasks; periodic wake skipped",
+            now=now,
+            agent_id=agent.id,
+            run_id=run.id,
+            data={"wakeup_ids": wakeup_ids},
+        )
+        return []
+
+    return write
 
 
 async def blocker_hold(ctx: RunContext, call_next: Next) -> None:
