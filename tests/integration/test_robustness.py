@@ -103,6 +103,46 @@ async def test_wake_merged_into_a_claimed_run_that_ends_unlaunched_is_handed_ove
     await service.stop()
 
 
+async def test_wake_merged_after_the_prompt_material_was_read_reaches_the_session(
+    office: Office,
+) -> None:
+    # load reads the prompt's material ahead; a wake merged in after that read must still
+    # reach the session: the start's compare-and-set fails and the prompt is rebuilt.
+    svc = office.service
+    task = await svc.office.create_task(
+        workspace_id=office.workspace.id,
+        title="build",
+        project_id=office.project.id,
+        assignee_agent_id=office.worker.id,
+    )
+
+    async def comment_after_load(ctx: RunContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        if ctx.run.task_id == task.id and not ctx.extras.get("commented"):
+            ctx.extras["commented"] = True
+            await svc.office.add_comment(task.id, "please also do X")
+        await call_next()
+
+    load, *rest = DEFAULT_STEPS
+    service = Service(
+        svc.settings,
+        clock=office.clock,
+        executors={"command": office.executor},
+        store=svc.store,
+        steps=(load, comment_after_load, *rest),
+    )
+    office.clock.advance(timedelta(seconds=5))
+    await service.run_until_idle()
+    [run] = service.store.listing.list_runs(agent_id=office.worker.id).items
+    assert (run.status, run.reason) == (RunStatus.FINISHED, RunReason.COMPLETED)
+    assert [e.source for e in run.context] == [WakeSource.TASK_ASSIGNED, WakeSource.COMMENT]
+    assert len(office.executor.launches) == 1
+    assert "please also do X" in office.executor.launches[0].prompt
+    kinds = [e.kind for e in service.store.runlog.list_run_events(run.id)]
+    assert kinds.count("prompt_rebuilt") == 1
+    assert kinds.count("prompt_built") == 2
+    await service.stop()
+
+
 async def test_next_wake_ignores_due_runs_of_blocked_agents(office: Office) -> None:
     queue, now = office.store.queue, office.clock.now()
     await office.service.wake(office.worker.id)

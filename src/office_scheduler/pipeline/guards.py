@@ -17,6 +17,7 @@ from office_scheduler.domain.status import (
     WakeSource,
 )
 from office_scheduler.pipeline.context import AfterEnd, RunContext
+from office_scheduler.pipeline.prompting import read_ahead
 from office_scheduler.store.runlog import RunEventRow
 
 log = structlog.get_logger(__name__)
@@ -39,12 +40,16 @@ def _read_subjects(ctx: RunContext) -> None:
             project_id=ctx.task.project_id if ctx.task is not None else None,
             agent_id=ctx.agent.id,
         )
+        if ctx.run.task_id is None or ctx.task is not None:  # else staleness cancels it
+            read_ahead(ctx)
 
 
 async def load(ctx: RunContext, call_next: Next) -> None:
     """Read the run's agent, workspace, task, project and budget policies for the later steps.
 
-    One thread hop and one read connection (:meth:`Database.snapshot`) for all the reads.
+    The material of the run's prompt is read with them
+    (:func:`~office_scheduler.pipeline.prompting.read_ahead`): one thread hop and one read
+    connection (:meth:`Database.snapshot`) for all the reads before the launch.
     """
     await asyncio.to_thread(_read_subjects, ctx)
     # The ``claimed`` event is written by the claim transaction itself (store/queue.py).

@@ -1,9 +1,11 @@
 """Build a claimed run's prompt: full wake prompt or resume delta (DESIGN §6 step 8).
 
-The reads happen in one worker thread; the assembly is the pure code of
-:mod:`office_scheduler.prompts`. The run records the prompt kind (``runs.prompt_kind``) and
-a ``prompt_built`` event with the size and a snapshot of the task as the prompt showed it;
-the next resume delta of the same (task, agent) compares against that snapshot.
+The reads happen together: ahead, in ``load``'s snapshot with the run's subjects
+(:func:`read_ahead`), or in one worker thread when the prompt is rebuilt; the assembly is
+the pure code of :mod:`office_scheduler.prompts`. The run records the prompt kind
+(``runs.prompt_kind``) and a ``prompt_built`` event with the size and a snapshot of the
+task as the prompt showed it; the next resume delta of the same (task, agent) compares
+against that snapshot.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from office_scheduler.domain.models import (
 )
 from office_scheduler.domain.summaries import ApprovalDecision, ContinuationSummary
 from office_scheduler.pipeline.context import RunContext
+from office_scheduler.pipeline.planning import planned_cwd, planned_executor
 from office_scheduler.prompts import (
     DeltaInput,
     PromptInput,
@@ -37,6 +40,8 @@ from office_scheduler.store.facade import Store
 from office_scheduler.store.summaries import PROMPT_EVENT
 from office_scheduler.summary import summary_scope
 
+#: ``ctx.extras`` key: ``(executor, cwd, material)`` read by :func:`read_ahead`.
+_READ_AHEAD = "prompt_material"
 #: ``ctx.extras`` key: the prior (task, agent) session the prompt was built against
 #: (``None``: there was none), so the launch resumes the very session the prompt assumed.
 PRIOR_SESSION = "prior_session"
@@ -63,6 +68,38 @@ def _gather(
 ) -> tuple[_Material, PromptKind]:
     with store.db.snapshot():  # one read connection (and on SQLite one snapshot) for all
         return _read_material(store, run_id, task, config, cwd)
+
+
+def _planned(ctx: RunContext) -> tuple[ExecutorConfig | None, str | None]:
+    """The executor and working directory the prompt is built for (see :mod:`.planning`)."""
+    config = planned_executor(ctx)
+    return config, str(planned_cwd(ctx, config)) if config is not None else None
+
+
+def read_ahead(ctx: RunContext) -> None:
+    """Read the material of the run's first prompt now (blocking), for :func:`build_run_prompt`.
+
+    ``load`` calls this inside its snapshot, so the run's subjects and the prompt's
+    material come in one read transaction and one thread hop. The material is used once,
+    by the first build and only for the executor and directory planned now; a rebuild
+    (a wake merged in after the build) reads afresh. Its run is the run as read here: a
+    wake merged in later fails the start's compare-and-set on the context version, and
+    the prompt is rebuilt.
+    """
+    config, cwd = _planned(ctx)
+    found = _read_material(ctx.deps.store, ctx.run.id, ctx.task, config, cwd)
+    ctx.extras[_READ_AHEAD] = (config, cwd, found)
+
+
+async def _material(
+    ctx: RunContext, executor: ExecutorConfig | None, cwd: str | None
+) -> tuple[_Material, PromptKind]:
+    """The material :func:`read_ahead` read for this executor and directory, else a fresh read."""
+    ahead = ctx.extras.pop(_READ_AHEAD, None)
+    if ahead is not None and ahead[0] == executor and ahead[1] == cwd:
+        found: tuple[_Material, PromptKind] = ahead[2]
+        return found
+    return await asyncio.to_thread(_gather, ctx.deps.store, ctx.run.id, ctx.task, executor, cwd)
 
 
 def _read_material(
@@ -188,8 +225,7 @@ async def build_run_prompt(
         cwd: the absolute working directory the session will use, when known (a prior
             session from another directory is not resumed).
     """
-    store = ctx.deps.store
-    data, kind = await asyncio.to_thread(_gather, store, ctx.run.id, ctx.task, executor, cwd)
+    data, kind = await _material(ctx, executor, cwd)
     ctx.run = data.run
     if ctx.task is not None:
         ctx.extras[PRIOR_SESSION] = data.prior  # the session the prompt kind was chosen for
