@@ -66,6 +66,8 @@ class RunContext:
     Attributes:
         budget_policies: the budget policies of the run's scopes in check order, read by
             ``load`` with the run's subjects for ``budget_check`` (``None``: not read yet).
+        actionable_tasks: the agent's actionable tasks, counted by ``load`` for a wake
+            ``idle_skip`` may skip (``None``: not counted).
     """
 
     run: Run
@@ -75,6 +77,7 @@ class RunContext:
     task: Task | None = None
     project: Project | None = None
     budget_policies: list[BudgetPolicy] | None = None
+    actionable_tasks: int | None = None
     prompt: str | None = None
     prompt_version: int = 0
     executor_config: ExecutorConfig | None = None

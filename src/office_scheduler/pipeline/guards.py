@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from office_scheduler.domain.models import Run
+from office_scheduler.domain.models import Agent, Run
 from office_scheduler.domain.status import (
     AgentStatus,
     Classification,
@@ -35,6 +35,8 @@ def _read_subjects(ctx: RunContext) -> None:
             ctx.task = office.find_task(ctx.run.task_id)
             if ctx.task is not None and ctx.task.project_id is not None:
                 ctx.project = office.get_project(ctx.task.project_id)
+        if _may_idle_skip(ctx.run, ctx.agent):
+            ctx.actionable_tasks = office.count_actionable_tasks(ctx.agent.id)
         ctx.budget_policies = store.budgets.applicable_policies(
             ctx.agent.workspace_id,
             project_id=ctx.task.project_id if ctx.task is not None else None,
@@ -44,8 +46,15 @@ def _read_subjects(ctx: RunContext) -> None:
             read_ahead(ctx)
 
 
+def _may_idle_skip(run: Run, agent: Agent) -> bool:
+    """Whether ``idle_skip`` looks at the agent's actionable tasks for ``run``."""
+    return run.classification is Classification.PERIODIC and agent.skip_idle_wakeups
+
+
 async def load(ctx: RunContext, call_next: Next) -> None:
     """Read the run's agent, workspace, task, project and budget policies for the later steps.
+
+    For a wake ``idle_skip`` may skip, the agent's actionable tasks are counted too.
 
     The material of the run's prompt is read with them
     (:func:`~office_scheduler.pipeline.prompting.read_ahead`): one thread hop and one read
@@ -110,8 +119,10 @@ async def idle_skip(ctx: RunContext, call_next: Next) -> None:
     """
     agent = ctx.agent
     assert agent is not None
-    if ctx.run.classification is Classification.PERIODIC and agent.skip_idle_wakeups:
-        count = await asyncio.to_thread(ctx.deps.store.office.count_actionable_tasks, agent.id)
+    if _may_idle_skip(ctx.run, agent):
+        count = ctx.actionable_tasks
+        if count is None:  # not counted by load
+            count = await asyncio.to_thread(ctx.deps.store.office.count_actionable_tasks, agent.id)
         if count == 0:
             log.info(
                 "wakeup_idle_skipped",
