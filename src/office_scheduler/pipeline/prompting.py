@@ -67,7 +67,7 @@ def _gather(
     store: Store, run_id: int, task: Task | None, config: ExecutorConfig | None, cwd: str | None
 ) -> tuple[_Material, PromptKind]:
     with store.db.snapshot():  # one read connection (and on SQLite one snapshot) for all
-        return _read_material(store, run_id, task, config, cwd)
+        return _read_material(store, store.queue.get_run(run_id), task, config, cwd)
 
 
 def _planned(ctx: RunContext) -> tuple[ExecutorConfig | None, str | None]:
@@ -82,12 +82,12 @@ def read_ahead(ctx: RunContext) -> None:
     ``load`` calls this inside its snapshot, so the run's subjects and the prompt's
     material come in one read transaction and one thread hop. The material is used once,
     by the first build and only for the executor and directory planned now; a rebuild
-    (a wake merged in after the build) reads afresh. Its run is the run as read here: a
-    wake merged in later fails the start's compare-and-set on the context version, and
-    the prompt is rebuilt.
+    (a wake merged in after the build) reads afresh. Its run is the run as claimed
+    (``ctx.run``, not read again): a wake merged in since fails the start's
+    compare-and-set on the context version, and the prompt is rebuilt.
     """
     config, cwd = _planned(ctx)
-    found = _read_material(ctx.deps.store, ctx.run.id, ctx.task, config, cwd)
+    found = _read_material(ctx.deps.store, ctx.run, ctx.task, config, cwd)
     ctx.extras[_READ_AHEAD] = (config, cwd, found)
 
 
@@ -103,9 +103,8 @@ async def _material(
 
 
 def _read_material(
-    store: Store, run_id: int, task: Task | None, config: ExecutorConfig | None, cwd: str | None
+    store: Store, run: Run, task: Task | None, config: ExecutorConfig | None, cwd: str | None
 ) -> tuple[_Material, PromptKind]:
-    run = store.queue.get_run(run_id)
     data = _Material(run=run, names={})
     if task is None:
         data.names = store.office.agent_names(run.workspace_id, only=_named_agents(data))
