@@ -110,8 +110,10 @@ def _read_material(
         data.names = store.office.agent_names(run.workspace_id, only=_named_agents(data))
         data.summary = store.summaries.get_summary(run.agent_id, summary_scope(run.context))
         return data, PromptKind.FULL
-    data.comments = store.office.list_comments(task.id)
-    data.children = store.office.list_children(task.id)
+    # ``task`` was read in this snapshot (load) or before it (a rebuild; a task is never
+    # deleted, only archived), so an empty list needs no existence check.
+    data.comments = store.office.list_comments(task.id, require=False)
+    data.children = store.office.list_children(task.id, require=False)
     data.blockers = [store.office.get_task(blocker_id) for blocker_id in task.blocked_by]
     data.names = store.office.agent_names(run.workspace_id, only=_named_agents(data))
     data.prior = store.runlog.latest_resumable_session(task.id, run.agent_id)
