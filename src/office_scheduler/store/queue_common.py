@@ -17,7 +17,7 @@ from office_scheduler.store.schema import agents, run_events, runs, tasks
 
 _LOCK_AGENT = sa.select(agents).where(agents.c.id == sa.bindparam("agent_id")).with_for_update()
 _LOCK_AGENT_OF_RUN = (
-    sa.select(agents)
+    sa.select(agents.c.id, agents.c.cooldown_s)
     .where(
         agents.c.id
         == sa.select(runs.c.agent_id).where(runs.c.id == sa.bindparam("run_id")).scalar_subquery()
@@ -57,7 +57,7 @@ def lock_agent(conn: Connection, agent_id: str) -> Mapping[Any, Any]:
 
 
 def lock_agent_of_run(conn: Connection, run_id: int) -> Mapping[Any, Any] | None:
-    """Lock and return the row of the agent that owns run ``run_id`` (one statement).
+    """Lock the agent that owns run ``run_id``; its ``id`` and ``cooldown_s`` (one statement).
 
     ``None`` when there is no such run. Only the agent row is locked, as by
     :func:`lock_agent`.
