@@ -17,7 +17,7 @@ from office_scheduler.domain.status import (
     WakeSource,
 )
 from office_scheduler.pipeline.context import AfterEnd, RunContext
-from office_scheduler.pipeline.prompting import read_ahead
+from office_scheduler.pipeline.prompting import forget_read_ahead, read_ahead
 from office_scheduler.store.runlog import RunEventRow
 
 log = structlog.get_logger(__name__)
@@ -209,4 +209,8 @@ async def checkout(ctx: RunContext, call_next: Next) -> None:
     if not taken:
         await ctx.end(RunStatus.FINISHED, RunReason.CHECKOUT_CONFLICT)
         return
+    if ctx.task.checkout_run_id is not None:
+        # Another run held the task when load read the prompt's material and has ended
+        # since: what it left (its session, its last comments) must reach this prompt.
+        forget_read_ahead(ctx)
     await call_next()

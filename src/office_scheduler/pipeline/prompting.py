@@ -91,6 +91,11 @@ def read_ahead(ctx: RunContext) -> None:
     ctx.extras[_READ_AHEAD] = (config, cwd, found)
 
 
+def forget_read_ahead(ctx: RunContext) -> None:
+    """Drop the material :func:`read_ahead` read: the first build reads afresh."""
+    ctx.extras.pop(_READ_AHEAD, None)
+
+
 async def _material(
     ctx: RunContext, executor: ExecutorConfig | None, cwd: str | None
 ) -> tuple[_Material, PromptKind]:
