@@ -17,6 +17,7 @@ from office_scheduler.domain.errors import DatabaseLockedError, InvalidInputErro
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.status import (
     AgentStatus,
+    AuthorKind,
     IntakeOutcome,
     RunReason,
     RunStatus,
@@ -100,6 +101,88 @@ async def test_wake_merged_into_a_claimed_run_that_ends_unlaunched_is_handed_ove
     assert comment_wakeup.run_id == handed
     assert len(office.executor.launches) == 1
     assert "please also do X" in office.executor.launches[0].prompt
+    await service.stop()
+
+
+@pytest.mark.parametrize("after_steps", [0, 1], ids=["after-claim", "after-load"])
+async def test_wake_merged_after_the_prompt_material_was_read_reaches_the_session(
+    office: Office, after_steps: int
+) -> None:
+    # The prompt is built from the run as claimed and material load read ahead; a wake
+    # merged in after the claim must still reach the session: the start's compare-and-set
+    # on the context version fails and the prompt is rebuilt from a fresh read.
+    svc = office.service
+    task = await svc.office.create_task(
+        workspace_id=office.workspace.id,
+        title="build",
+        project_id=office.project.id,
+        assignee_agent_id=office.worker.id,
+    )
+
+    async def comment(ctx: RunContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        if ctx.run.task_id == task.id and not ctx.extras.get("commented"):
+            ctx.extras["commented"] = True
+            await svc.office.add_comment(task.id, "please also do X")
+        await call_next()
+
+    steps = (*DEFAULT_STEPS[:after_steps], comment, *DEFAULT_STEPS[after_steps:])
+    service = Service(
+        svc.settings,
+        clock=office.clock,
+        executors={"command": office.executor},
+        store=svc.store,
+        steps=steps,
+    )
+    office.clock.advance(timedelta(seconds=5))
+    await service.run_until_idle()
+    [run] = service.store.listing.list_runs(agent_id=office.worker.id).items
+    assert (run.status, run.reason) == (RunStatus.FINISHED, RunReason.COMPLETED)
+    assert [e.source for e in run.context] == [WakeSource.TASK_ASSIGNED, WakeSource.COMMENT]
+    assert len(office.executor.launches) == 1
+    assert "please also do X" in office.executor.launches[0].prompt
+    kinds = [e.kind for e in service.store.runlog.list_run_events(run.id)]
+    assert kinds.count("prompt_rebuilt") == 1
+    await service.stop()
+
+
+async def test_a_checkout_freed_after_load_makes_the_prompt_read_afresh(office: Office) -> None:
+    # load reads the prompt's material while another run still holds the task; that run
+    # ends before this one's checkout, so what it left must reach the prompt: the material
+    # read ahead is dropped and read again after the checkout.
+    svc, store = office.service, office.store
+    task = await svc.office.create_task(
+        workspace_id=office.workspace.id,
+        title="build",
+        project_id=office.project.id,
+        assignee_agent_id=office.worker.id,
+    )
+    now = office.clock.now()
+    assert store.queue.checkout_task(task.id, agent_id=office.worker.id, run_id=999_999, now=now)
+
+    async def holder_ends(ctx: RunContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        store.office.add_comment(
+            task_id=task.id,
+            body="left by the previous run",
+            author_kind=AuthorKind.AGENT,
+            author_agent_id=office.worker.id,
+            now=office.clock.now(),
+        )
+        assert store.queue.reap_leaked_checkouts() == [task.id]
+        await call_next()
+
+    load, *rest = DEFAULT_STEPS
+    service = Service(
+        svc.settings,
+        clock=office.clock,
+        executors={"command": office.executor},
+        store=store,
+        steps=(load, holder_ends, *rest),
+    )
+    office.clock.advance(timedelta(seconds=5))
+    await service.run_until_idle()
+    [run] = store.listing.list_runs(agent_id=office.worker.id).items
+    assert (run.status, run.reason) == (RunStatus.FINISHED, RunReason.COMPLETED)
+    assert "left by the previous run" in office.executor.launches[0].prompt
     await service.stop()
 
 

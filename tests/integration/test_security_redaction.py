@@ -102,6 +102,8 @@ def test_short_values_are_not_treated_as_secrets() -> None:
     assert redactor.text("DEBUG=1 abcdef-secret abcdef") == f"DEBUG=1 {MASK} {MASK}"
     assert redactor.data({"abcdef": ["x abcdef-secret", 1]}) == {MASK: [f"x {MASK}", 1]}
     assert Redactor([]).text("abcdef") == "abcdef"
+    # Text without a secret is only cleaned (the pattern is compiled on the first hit).
+    assert redactor.text("plain\x00 text") == "plain text"
 
 
 NUL_AGENT = """\

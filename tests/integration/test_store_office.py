@@ -12,7 +12,7 @@ from office_scheduler.domain.models import ExecutorConfig, Workspace, WorkspaceS
 from office_scheduler.domain.status import AgentRole, AgentStatus, WorkflowKind
 from office_scheduler.store.engine import Database
 from office_scheduler.store.office import OfficeStore
-from office_scheduler.store.schema import agents, workflows
+from office_scheduler.store.schema import agents, workflows, workspace_settings
 
 
 @pytest.fixture
@@ -81,6 +81,19 @@ def test_workspace_errors(office_store: OfficeStore, workspace: Workspace, now: 
     assert missing.value.field == "workspace_id"
     with pytest.raises(NotFoundError):
         office_store.update_workspace("missing", now=now, description="x")
+
+
+def test_workspace_without_a_settings_row_reads_with_default_settings(
+    office_store: OfficeStore, database: Database, workspace: Workspace
+) -> None:
+    # get_workspace reads the workspace and its settings in one outer join.
+    with database.write() as conn:
+        conn.execute(
+            sa.delete(workspace_settings).where(workspace_settings.c.workspace_id == workspace.id)
+        )
+    read = office_store.get_workspace(workspace.id)
+    assert read.settings == WorkspaceSettings()
+    assert read == office_store.find_workspace_by_name("acme")
 
 
 def test_list_and_update_workspaces(

@@ -347,6 +347,9 @@ def test_task_listings_tell_an_empty_task_from_a_missing_one(
         with pytest.raises(NotFoundError) as missing:
             listing("missing")
         assert missing.value.field == "task_id"
+    # A caller that has just read the task (the prompt's material) skips the check.
+    assert office_store.list_comments("missing", require=False) == []
+    assert office_store.list_children("missing", require=False) == []
 
 
 def test_count_actionable_tasks(office_store: OfficeStore, acme: Tenant, now: datetime) -> None:

@@ -16,7 +16,7 @@ Rules (issue 4 "Budgets", specification "Pre-execution budget check"):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -306,22 +306,37 @@ class BudgetService:
                 await self.notifier.exceeded(policy, agent, **facts)
 
     async def check_before_launch(
-        self, agent: Agent, *, project_id: str | None, run_id: int | None = None
+        self,
+        agent: Agent,
+        *,
+        project_id: str | None,
+        run_id: int | None = None,
+        policies: Sequence[BudgetPolicy] | None = None,
     ) -> BudgetBlock | None:
         """The policy that stops this run, checked workspace → project → agent.
 
         An exceeded policy whose action has not fired this period fires it now (a limit
         lowered below spend, or a period's first run after an earlier one crossed it).
 
+        Args:
+            agent: the run's agent.
+            project_id: the project of the run's task, if any.
+            run_id: the run being checked.
+            policies: the policies of the run's scopes as the caller already read them
+                (``applicable_policies``, in check order); read here when ``None``.
+
         Returns:
             The first exceeded policy whose action blocks (the caller pauses the agent for
             ``pause_agent``), or ``None`` when the run may launch.
         """
         now = self._clock.now()
-        store = self._store.budgets
-        policies = await asyncio.to_thread(
-            store.applicable_policies, agent.workspace_id, project_id=project_id, agent_id=agent.id
-        )
+        if policies is None:
+            policies = await asyncio.to_thread(
+                self._store.budgets.applicable_policies,
+                agent.workspace_id,
+                project_id=project_id,
+                agent_id=agent.id,
+            )
         for policy in policies:
             spent = await self._spent(policy, now)
             if not policy.exceeded(spent):

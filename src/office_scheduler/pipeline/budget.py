@@ -40,7 +40,7 @@ async def budget_check(ctx: RunContext, call_next: Next) -> None:
     """Stop the run before launch when a blocking budget of its scopes is exceeded."""
     assert ctx.agent is not None
     block = await budget_service(ctx).check_before_launch(
-        ctx.agent, project_id=_project_id(ctx), run_id=ctx.run.id
+        ctx.agent, project_id=_project_id(ctx), run_id=ctx.run.id, policies=ctx.budget_policies
     )
     if block is not None:
         policy = block.policy

@@ -13,6 +13,7 @@ import structlog
 from office_scheduler.auth import TokenService
 from office_scheduler.clock import Clock
 from office_scheduler.config import Settings
+from office_scheduler.domain.budgets import BudgetPolicy
 from office_scheduler.domain.events import Event, RunEnded
 from office_scheduler.domain.models import (
     Agent,
@@ -60,7 +61,14 @@ class PipelineDeps:
 
 @dataclass(kw_only=True, slots=True)
 class RunContext:
-    """One claimed run on its way through the steps; steps fill in what they learn."""
+    """One claimed run on its way through the steps; steps fill in what they learn.
+
+    Attributes:
+        budget_policies: the budget policies of the run's scopes in check order, read by
+            ``load`` with the run's subjects for ``budget_check`` (``None``: not read yet).
+        actionable_tasks: the agent's actionable tasks, counted by ``load`` for a wake
+            ``idle_skip`` may skip (``None``: not counted).
+    """
 
     run: Run
     deps: PipelineDeps
@@ -68,6 +76,8 @@ class RunContext:
     workspace: Workspace | None = None
     task: Task | None = None
     project: Project | None = None
+    budget_policies: list[BudgetPolicy] | None = None
+    actionable_tasks: int | None = None
     prompt: str | None = None
     prompt_version: int = 0
     executor_config: ExecutorConfig | None = None

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from office_scheduler.domain.models import Run
+from office_scheduler.domain.models import Agent, Run
 from office_scheduler.domain.status import (
     AgentStatus,
     Classification,
@@ -16,7 +16,9 @@ from office_scheduler.domain.status import (
     TaskState,
     WakeSource,
 )
-from office_scheduler.pipeline.context import RunContext
+from office_scheduler.pipeline.context import AfterEnd, RunContext
+from office_scheduler.pipeline.prompting import forget_read_ahead, read_ahead
+from office_scheduler.store.runlog import RunEventRow
 
 log = structlog.get_logger(__name__)
 
@@ -33,12 +35,30 @@ def _read_subjects(ctx: RunContext) -> None:
             ctx.task = office.find_task(ctx.run.task_id)
             if ctx.task is not None and ctx.task.project_id is not None:
                 ctx.project = office.get_project(ctx.task.project_id)
+        if _may_idle_skip(ctx.run, ctx.agent):
+            ctx.actionable_tasks = office.count_actionable_tasks(ctx.agent.id)
+        ctx.budget_policies = store.budgets.applicable_policies(
+            ctx.agent.workspace_id,
+            project_id=ctx.task.project_id if ctx.task is not None else None,
+            agent_id=ctx.agent.id,
+        )
+        if ctx.run.task_id is None or ctx.task is not None:  # else staleness cancels it
+            read_ahead(ctx)
+
+
+def _may_idle_skip(run: Run, agent: Agent) -> bool:
+    """Whether ``idle_skip`` looks at the agent's actionable tasks for ``run``."""
+    return run.classification is Classification.PERIODIC and agent.skip_idle_wakeups
 
 
 async def load(ctx: RunContext, call_next: Next) -> None:
-    """Read the run's agent, workspace, task and project once for the later steps.
+    """Read the run's agent, workspace, task, project and budget policies for the later steps.
 
-    One thread hop and one read connection (:meth:`Database.snapshot`) for the four reads.
+    For a wake ``idle_skip`` may skip, the agent's actionable tasks are counted too.
+
+    The material of the run's prompt is read with them
+    (:func:`~office_scheduler.pipeline.prompting.read_ahead`): one thread hop and one read
+    connection (:meth:`Database.snapshot`) for all the reads before the launch.
     """
     await asyncio.to_thread(_read_subjects, ctx)
     # The ``claimed`` event is written by the claim transaction itself (store/queue.py).
@@ -99,8 +119,10 @@ async def idle_skip(ctx: RunContext, call_next: Next) -> None:
     """
     agent = ctx.agent
     assert agent is not None
-    if ctx.run.classification is Classification.PERIODIC and agent.skip_idle_wakeups:
-        count = await asyncio.to_thread(ctx.deps.store.office.count_actionable_tasks, agent.id)
+    if _may_idle_skip(ctx.run, agent):
+        count = ctx.actionable_tasks
+        if count is None:  # not counted by load
+            count = await asyncio.to_thread(ctx.deps.store.office.count_actionable_tasks, agent.id)
         if count == 0:
             log.info(
                 "wakeup_idle_skipped",
@@ -110,19 +132,32 @@ async def idle_skip(ctx: RunContext, call_next: Next) -> None:
                 run_id=ctx.run.id,
                 reason=RunReason.NO_ACTIONABLE_TASKS.value,
             )
-            await asyncio.to_thread(
-                ctx.deps.store.runlog.add_activity,
-                workspace_id=ctx.run.workspace_id,
-                kind="wakeup_idle_skipped",
-                message=f"{agent.name} has no actionable tasks; periodic wake skipped",
-                now=ctx.deps.clock.now(),
-                agent_id=agent.id,
-                run_id=ctx.run.id,
-                data={"wakeup_ids": [entry.request_id for entry in ctx.run.context]},
+            await ctx.end(
+                RunStatus.FINISHED, RunReason.NO_ACTIONABLE_TASKS, then=_log_idle_skip(ctx)
             )
-            await ctx.end(RunStatus.FINISHED, RunReason.NO_ACTIONABLE_TASKS)
             return
     await call_next()
+
+
+def _log_idle_skip(ctx: RunContext) -> AfterEnd:
+    """The ``wakeup_idle_skipped`` activity entry, written in the transaction of the skip."""
+    assert ctx.agent is not None
+    agent, store, now = ctx.agent, ctx.deps.store, ctx.deps.clock.now()
+    wakeup_ids = [entry.request_id for entry in ctx.run.context]
+
+    def write(run: Run) -> list[RunEventRow]:
+        store.runlog.add_activity(
+            workspace_id=run.workspace_id,
+            kind="wakeup_idle_skipped",
+            message=f"{agent.name} has no actionable tasks; periodic wake skipped",
+            now=now,
+            agent_id=agent.id,
+            run_id=run.id,
+            data={"wakeup_ids": wakeup_ids},
+        )
+        return []
+
+    return write
 
 
 async def blocker_hold(ctx: RunContext, call_next: Next) -> None:
@@ -174,4 +209,8 @@ async def checkout(ctx: RunContext, call_next: Next) -> None:
     if not taken:
         await ctx.end(RunStatus.FINISHED, RunReason.CHECKOUT_CONFLICT)
         return
+    if ctx.task.checkout_run_id is not None:
+        # Another run held the task when load read the prompt's material and has ended
+        # since: what it left (its session, its last comments) must reach this prompt.
+        forget_read_ahead(ctx)
     await call_next()

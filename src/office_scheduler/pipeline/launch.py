@@ -20,7 +20,8 @@ from office_scheduler.domain.status import InboxKind, OutcomeStatus, RunReason, 
 from office_scheduler.pipeline.budget import record_cost
 from office_scheduler.pipeline.context import RunContext
 from office_scheduler.pipeline.output import OutputRecorder
-from office_scheduler.pipeline.prompting import build_run_prompt
+from office_scheduler.pipeline.planning import pick_executor, planned_cwd, planned_executor
+from office_scheduler.pipeline.prompting import PRIOR_SESSION, build_run_prompt
 from office_scheduler.pipeline.redaction import Redactor
 from office_scheduler.pipeline.retries import record_failure
 from office_scheduler.pipeline.storable import storable_outcome
@@ -42,33 +43,9 @@ async def build_context(ctx: RunContext, call_next: Next) -> None:
 async def _build_prompt(ctx: RunContext) -> None:
     assert ctx.agent is not None
     assert ctx.workspace is not None
-    config = _planned_executor(ctx)
-    cwd = str(_planned_cwd(ctx, config)) if config is not None else None
+    config = planned_executor(ctx)
+    cwd = str(planned_cwd(ctx, config)) if config is not None else None
     await build_run_prompt(ctx, executor=config, cwd=cwd)
-
-
-def _planned_executor(ctx: RunContext) -> ExecutorConfig | None:
-    """The executor the run will use (resolved later by ``resolve_executor``), if any."""
-    if ctx.executor_config is not None:
-        return ctx.executor_config
-    assert ctx.workspace is not None
-    name, _ = _pick_executor(ctx)
-    return ctx.workspace.settings.executors.get(name) if name else None
-
-
-def _pick_executor(ctx: RunContext) -> tuple[str | None, str]:
-    assert ctx.agent is not None
-    assert ctx.workspace is not None
-    choices = [
-        (ctx.task.executor if ctx.task else None, "task"),
-        (ctx.agent.executor, "agent"),
-        (ctx.project.executor if ctx.project else None, "project"),
-        (ctx.workspace.settings.default_executor, "workspace default"),
-    ]
-    for name, origin in choices:
-        if name:
-            return name, origin
-    return None, ""
 
 
 async def resolve_executor(ctx: RunContext, call_next: Next) -> None:
@@ -79,7 +56,7 @@ async def resolve_executor(ctx: RunContext, call_next: Next) -> None:
     """
     assert ctx.workspace is not None
     assert ctx.agent is not None
-    name, origin = _pick_executor(ctx)
+    name, origin = pick_executor(ctx)
     problem: str | None = None
     if name is None:
         problem = (
@@ -112,29 +89,6 @@ async def resolve_executor(ctx: RunContext, call_next: Next) -> None:
     await call_next()
 
 
-def _planned_cwd(ctx: RunContext, config: ExecutorConfig) -> Path:
-    """The absolute working directory of the session (not created here)."""
-    assert ctx.agent is not None
-    base = Path(ctx.project.directory) if ctx.project and ctx.project.directory else None
-    if config.cwd:
-        cwd = Path(config.cwd)
-        if not cwd.is_absolute():
-            cwd = (base or ctx.deps.settings.home) / cwd
-    elif base is not None:
-        cwd = base
-    else:
-        cwd = ctx.deps.settings.home / "workdirs" / ctx.agent.id
-    if not cwd.is_absolute():
-        cwd = Path.cwd() / cwd
-    return cwd
-
-
-def _working_directory(ctx: RunContext, config: ExecutorConfig) -> Path:
-    cwd = _planned_cwd(ctx, config)
-    cwd.mkdir(parents=True, exist_ok=True)
-    return cwd
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class _SessionPlan:
     """The session row :func:`launch` writes when the run starts (see :func:`open_session`)."""
@@ -147,19 +101,24 @@ class _SessionPlan:
 async def open_session(ctx: RunContext, call_next: Next) -> None:
     """Plan the run's session; task-bound runs resume the prior (task, agent) session.
 
-    The prior session is resumed only under the rule that chose the prompt kind
+    The prior session is the one the prompt was built against (read with the prompt's
+    material), resumed only under the rule that chose the prompt kind
     (:func:`~office_scheduler.prompts.can_resume`: same executor, an executor that can
-    resume, same working directory); otherwise the run starts a new session. The session
-    row is written by :func:`launch`, in the transaction that marks the run ``running``.
+    resume, same working directory); otherwise the run starts a new session. The working
+    directory is created and the session row written by :func:`launch`, in the worker
+    thread of the transaction that marks the run ``running``.
     """
     config = ctx.executor_config
     assert config is not None
-    cwd = await asyncio.to_thread(_working_directory, ctx, config)
+    cwd = planned_cwd(ctx, config)  # created by the start (:func:`_start`)
     prior = None
     if ctx.run.task_id is not None:
-        prior = await asyncio.to_thread(
-            ctx.deps.store.runlog.latest_resumable_session, ctx.run.task_id, ctx.run.agent_id
-        )
+        if PRIOR_SESSION in ctx.extras:  # read with the prompt's material
+            prior = ctx.extras[PRIOR_SESSION]
+        else:
+            prior = await asyncio.to_thread(
+                ctx.deps.store.runlog.latest_resumable_session, ctx.run.task_id, ctx.run.agent_id
+            )
         if not can_resume(task_id=ctx.run.task_id, prior=prior, config=config, cwd=str(cwd)):
             prior = None
     ctx.extras["session_plan"] = _SessionPlan(
@@ -186,6 +145,8 @@ def _start(
 ) -> _Started | None:
     """One transaction: the session row, claimed → running, the run token, the decisions.
 
+    The session's working directory is created first (outside the transaction).
+
     ``running`` is a compare-and-set on ``claimed`` and the context version the prompt was
     built from; when it fails nothing is written and ``None`` comes back.
     """
@@ -194,6 +155,7 @@ def _start(
     ttl = config.timeout_s + deps.settings.shutdown_grace.total_seconds() + 300
     launched = (ctx.run.id, "launched", f"{config.name} session started", {"executor": config.name})
     assert ctx.prompt is not None
+    Path(plan.cwd).mkdir(parents=True, exist_ok=True)
     try:
         with deps.store.db.transaction():
             session = deps.store.runlog.create_session(

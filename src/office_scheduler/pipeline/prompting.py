@@ -1,9 +1,11 @@
 """Build a claimed run's prompt: full wake prompt or resume delta (DESIGN §6 step 8).
 
-The reads happen in one worker thread; the assembly is the pure code of
-:mod:`office_scheduler.prompts`. The run records the prompt kind (``runs.prompt_kind``) and
-a ``prompt_built`` event with the size and a snapshot of the task as the prompt showed it;
-the next resume delta of the same (task, agent) compares against that snapshot.
+The reads happen together: ahead, in ``load``'s snapshot with the run's subjects
+(:func:`read_ahead`), or in one worker thread when the prompt is rebuilt; the assembly is
+the pure code of :mod:`office_scheduler.prompts`. The run records the prompt kind
+(``runs.prompt_kind``) and a ``prompt_built`` event with the size and a snapshot of the
+task as the prompt showed it; the next resume delta of the same (task, agent) compares
+against that snapshot.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from office_scheduler.domain.models import (
 )
 from office_scheduler.domain.summaries import ApprovalDecision, ContinuationSummary
 from office_scheduler.pipeline.context import RunContext
+from office_scheduler.pipeline.planning import planned_cwd, planned_executor
 from office_scheduler.prompts import (
     DeltaInput,
     PromptInput,
@@ -36,6 +39,12 @@ from office_scheduler.prompts import (
 from office_scheduler.store.facade import Store
 from office_scheduler.store.summaries import PROMPT_EVENT
 from office_scheduler.summary import summary_scope
+
+#: ``ctx.extras`` key: ``(executor, cwd, material)`` read by :func:`read_ahead`.
+_READ_AHEAD = "prompt_material"
+#: ``ctx.extras`` key: the prior (task, agent) session the prompt was built against
+#: (``None``: there was none), so the launch resumes the very session the prompt assumed.
+PRIOR_SESSION = "prior_session"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -58,20 +67,58 @@ def _gather(
     store: Store, run_id: int, task: Task | None, config: ExecutorConfig | None, cwd: str | None
 ) -> tuple[_Material, PromptKind]:
     with store.db.snapshot():  # one read connection (and on SQLite one snapshot) for all
-        return _read_material(store, run_id, task, config, cwd)
+        return _read_material(store, store.queue.get_run(run_id), task, config, cwd)
+
+
+def _planned(ctx: RunContext) -> tuple[ExecutorConfig | None, str | None]:
+    """The executor and working directory the prompt is built for (see :mod:`.planning`)."""
+    config = planned_executor(ctx)
+    return config, str(planned_cwd(ctx, config)) if config is not None else None
+
+
+def read_ahead(ctx: RunContext) -> None:
+    """Read the material of the run's first prompt now (blocking), for :func:`build_run_prompt`.
+
+    ``load`` calls this inside its snapshot, so the run's subjects and the prompt's
+    material come in one read transaction and one thread hop. The material is used once,
+    by the first build and only for the executor and directory planned now; a rebuild
+    (a wake merged in after the build) reads afresh. Its run is the run as claimed
+    (``ctx.run``, not read again): a wake merged in since fails the start's
+    compare-and-set on the context version, and the prompt is rebuilt.
+    """
+    config, cwd = _planned(ctx)
+    found = _read_material(ctx.deps.store, ctx.run, ctx.task, config, cwd)
+    ctx.extras[_READ_AHEAD] = (config, cwd, found)
+
+
+def forget_read_ahead(ctx: RunContext) -> None:
+    """Drop the material :func:`read_ahead` read: the first build reads afresh."""
+    ctx.extras.pop(_READ_AHEAD, None)
+
+
+async def _material(
+    ctx: RunContext, executor: ExecutorConfig | None, cwd: str | None
+) -> tuple[_Material, PromptKind]:
+    """The material :func:`read_ahead` read for this executor and directory, else a fresh read."""
+    ahead = ctx.extras.pop(_READ_AHEAD, None)
+    if ahead is not None and ahead[0] == executor and ahead[1] == cwd:
+        found: tuple[_Material, PromptKind] = ahead[2]
+        return found
+    return await asyncio.to_thread(_gather, ctx.deps.store, ctx.run.id, ctx.task, executor, cwd)
 
 
 def _read_material(
-    store: Store, run_id: int, task: Task | None, config: ExecutorConfig | None, cwd: str | None
+    store: Store, run: Run, task: Task | None, config: ExecutorConfig | None, cwd: str | None
 ) -> tuple[_Material, PromptKind]:
-    run = store.queue.get_run(run_id)
     data = _Material(run=run, names={})
     if task is None:
         data.names = store.office.agent_names(run.workspace_id, only=_named_agents(data))
         data.summary = store.summaries.get_summary(run.agent_id, summary_scope(run.context))
         return data, PromptKind.FULL
-    data.comments = store.office.list_comments(task.id)
-    data.children = store.office.list_children(task.id)
+    # ``task`` was read in this snapshot (load) or before it (a rebuild; a task is never
+    # deleted, only archived), so an empty list needs no existence check.
+    data.comments = store.office.list_comments(task.id, require=False)
+    data.children = store.office.list_children(task.id, require=False)
     data.blockers = [store.office.get_task(blocker_id) for blocker_id in task.blocked_by]
     data.names = store.office.agent_names(run.workspace_id, only=_named_agents(data))
     data.prior = store.runlog.latest_resumable_session(task.id, run.agent_id)
@@ -184,9 +231,10 @@ async def build_run_prompt(
         cwd: the absolute working directory the session will use, when known (a prior
             session from another directory is not resumed).
     """
-    store = ctx.deps.store
-    data, kind = await asyncio.to_thread(_gather, store, ctx.run.id, ctx.task, executor, cwd)
+    data, kind = await _material(ctx, executor, cwd)
     ctx.run = data.run
+    if ctx.task is not None:
+        ctx.extras[PRIOR_SESSION] = data.prior  # the session the prompt kind was chosen for
     full = _full(ctx, data)
     prompt = _delta(ctx, data) if kind is PromptKind.DELTA else full
     ctx.extras["full_prompt"] = full if kind is PromptKind.DELTA else None

@@ -30,20 +30,27 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str]) -> None:
         kept = sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, kept))) if kept else None
+        self._secrets = kept
+        #: Compiled on the first text that holds a secret (most runs' output holds none).
+        self._pattern: re.Pattern[str] | None = None
 
     def text(self, value: str) -> str:
         """``value`` with every secret replaced by :data:`MASK`.
 
         NUL characters and lone surrogates are removed first (when there are secrets).
         """
-        if self._pattern is None:
+        if not self._secrets:
             return value
-        return self._pattern.sub(MASK, clean_text(value))
+        cleaned = clean_text(value)
+        if not any(secret in cleaned for secret in self._secrets):
+            return cleaned
+        if self._pattern is None:
+            self._pattern = re.compile("|".join(map(re.escape, self._secrets)))
+        return self._pattern.sub(MASK, cleaned)
 
     def data(self, value: Any) -> Any:
         """A copy of a JSON-like value with secrets masked in every string (keys too)."""
-        if self._pattern is None:
+        if not self._secrets:
             return value
         if isinstance(value, str):
             return self.text(value)

@@ -207,15 +207,20 @@ class LinkMethods:
         with self._db.read() as conn:
             return load_tasks(conn, query)
 
-    def list_children(self, task_id: str) -> list[Task]:
+    def list_children(self, task_id: str, *, require: bool = True) -> list[Task]:
         """Return the subtasks of a task, archived ones included, oldest first.
 
+        Args:
+            task_id: the parent task.
+            require: check that the task exists when it has no subtasks (one more
+                query); ``False`` for a caller that read the task in the same snapshot.
+
         Raises:
-            NotFoundError: no such task (field ``task_id``).
+            NotFoundError: no such task (field ``task_id``), when ``require``.
         """
         with self._db.read() as conn:
             found = load_tasks(conn, _CHILDREN, {"parent_id": task_id})
-            if not found:
+            if not found and require:
                 require_task(conn, task_id)
             return found
 
@@ -283,14 +288,19 @@ class LinkMethods:
         with self._db.read() as conn:
             return _comment_row_or_raise(conn, comment_id)
 
-    def list_comments(self, task_id: str) -> list[Comment]:
+    def list_comments(self, task_id: str, *, require: bool = True) -> list[Comment]:
         """Return a task's comments, oldest first.
 
+        Args:
+            task_id: the task.
+            require: check that the task exists when it has no comments (one more query);
+                ``False`` for a caller that read the task in the same snapshot.
+
         Raises:
-            NotFoundError: no such task (field ``task_id``).
+            NotFoundError: no such task (field ``task_id``), when ``require``.
         """
         with self._db.read() as conn:
             rows = all_rows(conn, _COMMENTS_OF, {"task_id": task_id})
-            if not rows:
+            if not rows and require:
                 require_task(conn, task_id)
             return [comment_from_row(row) for row in rows]

@@ -67,6 +67,12 @@ def _settings_values(settings: WorkspaceSettings) -> dict[str, Any]:
 _SETTINGS_OF = sa.select(workspace_settings).where(
     workspace_settings.c.workspace_id == sa.bindparam("workspace_id")
 )
+#: A workspace row joined with its settings row (their column names do not overlap).
+_WORKSPACE_WITH_SETTINGS = (
+    sa.select(workspaces, workspace_settings)
+    .select_from(workspaces.outerjoin(workspace_settings))
+    .where(workspaces.c.id == sa.bindparam("workspace_id"))
+)
 _COALESCE_WINDOW = (
     sa.select(workspaces.c.id, workspace_settings.c.coalesce_window_s)
     .select_from(workspaces.outerjoin(workspace_settings))
@@ -157,13 +163,17 @@ class WorkspaceMethods:
             return _load_workspace(conn, workspace_row(conn, workspace_id))
 
     def get_workspace(self, workspace_id: str) -> Workspace:
-        """Return the workspace ``workspace_id``.
+        """Return the workspace ``workspace_id`` (one statement: the pipeline reads it per run).
 
         Raises:
             NotFoundError: no such workspace (field ``workspace_id``).
         """
         with self._db.read() as conn:
-            return _load_workspace(conn, workspace_row(conn, workspace_id))
+            row = first_row(conn, _WORKSPACE_WITH_SETTINGS, {"workspace_id": workspace_id})
+        if row is None:
+            raise NotFoundError(f"workspace {workspace_id} not found", field="workspace_id")
+        settings = row if row["workspace_id"] is not None else None
+        return workspace_from_row(row, settings_from_row(settings))
 
     def coalesce_window(self, workspace_id: str) -> timedelta:
         """The workspace's coalescing hold (one small query: intake reads it on every wake).

@@ -16,13 +16,20 @@ from office_scheduler.store.rows import run_from_row
 from office_scheduler.store.schema import agents, run_events, runs, tasks
 
 _LOCK_AGENT = sa.select(agents).where(agents.c.id == sa.bindparam("agent_id")).with_for_update()
+_LOCK_AGENT_OF_RUN = (
+    sa.select(agents.c.id, agents.c.cooldown_s)
+    .where(
+        agents.c.id
+        == sa.select(runs.c.agent_id).where(runs.c.id == sa.bindparam("run_id")).scalar_subquery()
+    )
+    .with_for_update(of=agents)
+)
 _GET_RUN = sa.select(runs).where(runs.c.id == sa.bindparam("run_id"))
 _RELEASE_CHECKOUTS = (
     sa.update(tasks)
     .where(tasks.c.checkout_run_id.in_(sa.bindparam("run_ids", expanding=True)))
     .values(checkout_agent_id=None, checkout_run_id=None, checkout_at=None)
 )
-_COOLDOWN_OF = sa.select(agents.c.cooldown_s).where(agents.c.id == sa.bindparam("agent_id"))
 _STAMP_COOLDOWN = sa.update(agents).where(agents.c.id == sa.bindparam("agent_id"))
 _INSERT_RUN_EVENT = sa.insert(run_events)
 
@@ -47,6 +54,15 @@ def lock_agent(conn: Connection, agent_id: str) -> Mapping[Any, Any]:
     if row is None:
         raise NotFoundError(f"agent {agent_id} not found", field="agent_id")
     return row
+
+
+def lock_agent_of_run(conn: Connection, run_id: int) -> Mapping[Any, Any] | None:
+    """Lock the agent that owns run ``run_id``; its ``id`` and ``cooldown_s`` (one statement).
+
+    ``None`` when there is no such run. Only the agent row is locked, as by
+    :func:`lock_agent`.
+    """
+    return conn.execute(_LOCK_AGENT_OF_RUN, {"run_id": run_id}).mappings().first()
 
 
 def get_run(conn: Connection, run_id: int) -> Run:
@@ -83,15 +99,18 @@ def claim_fence(
     return fence
 
 
-def stamp_cooldown(conn: Connection, agent_id: str, now: datetime) -> None:
-    """Record that a session of ``agent_id`` ended at ``now`` and start its cooldown."""
-    cooldown_s = conn.execute(_COOLDOWN_OF, {"agent_id": agent_id}).scalar_one()
+def stamp_cooldown(conn: Connection, agent: Mapping[Any, Any], now: datetime) -> None:
+    """Record that a session of ``agent`` ended at ``now`` and start its cooldown.
+
+    ``agent`` is the agent's row as locked by this transaction (:func:`lock_agent`,
+    :func:`lock_agent_of_run`), so its ``cooldown_s`` is current.
+    """
     conn.execute(
         _STAMP_COOLDOWN,
         {
-            "agent_id": agent_id,
+            "agent_id": agent["id"],
             "last_wakeup_finished_at": now,
-            "cooldown_until": now + timedelta(seconds=cooldown_s),
+            "cooldown_until": now + timedelta(seconds=agent["cooldown_s"]),
         },
     )
 

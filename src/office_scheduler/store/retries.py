@@ -26,7 +26,7 @@ from office_scheduler.store.queue_common import (
     claim_fence,
     earliest_not_before,
     live_run_exists,
-    lock_agent,
+    lock_agent_of_run,
     release_checkouts,
     release_stale_checkout,
     stamp_cooldown,
@@ -86,10 +86,9 @@ class RetryTransitions:
             The run now waiting for its retry, or ``None`` when it was no longer ours.
         """
         with self._db.write() as conn:
-            current = conn.execute(sa.select(runs.c.agent_id).where(runs.c.id == run_id)).first()
-            if current is None:
+            agent = lock_agent_of_run(conn, run_id)
+            if agent is None:
                 return None
-            lock_agent(conn, current.agent_id)
             run = _returning_update(
                 conn,
                 sa.update(runs)
@@ -116,7 +115,7 @@ class RetryTransitions:
             release_checkouts(conn, [run.id])
             revoke_run_tokens(conn, run.id, now)
             if run.started_at is not None:
-                stamp_cooldown(conn, run.agent_id, now)
+                stamp_cooldown(conn, agent, now)
             return run
 
     def due_retries(self, *, now: datetime, limit: int = 500) -> list[Run]:

@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.models import ContextEntry, Run
 from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunReason, RunStatus
 from office_scheduler.store.engine import Database
@@ -17,9 +18,8 @@ from office_scheduler.store.notify import notify_wake
 from office_scheduler.store.queue_common import (
     claim_fence,
     earliest_not_before,
-    get_run,
     insert_run_events,
-    lock_agent,
+    lock_agent_of_run,
     release_checkouts,
     stamp_cooldown,
 )
@@ -198,8 +198,9 @@ class RunTransitions:
         if claimed_at is not None:
             params["fence_claimed_at"] = claimed_at
         with self._db.write() as conn:
-            current = get_run(conn, run_id)
-            lock_agent(conn, current.agent_id)
+            agent = lock_agent_of_run(conn, run_id)
+            if agent is None:
+                raise NotFoundError(f"run {run_id} not found", field="run_id")
             row = conn.execute(update, params).mappings().first()
             if row is None:
                 return None
@@ -213,7 +214,7 @@ class RunTransitions:
             ):
                 self._hand_over(conn, run, run.context[seen_version:], now)
             if run.started_at is not None:
-                stamp_cooldown(conn, run.agent_id, now)
+                stamp_cooldown(conn, agent, now)
             return run
 
     def _hand_over(

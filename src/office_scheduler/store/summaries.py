@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.domain.status import (
@@ -69,30 +68,27 @@ def _count(table: sa.Table, *where: Any) -> sa.ScalarSelect[Any]:
     return sa.select(sa.func.count()).select_from(table).where(*where).scalar_subquery()
 
 
-def _managed_query(*, coordinator: bool) -> sa.Select[Any]:
-    managed = agents.c.reports_to == sa.bindparam("agent_id")
-    if coordinator:
-        managed = sa.or_(managed, agents.c.reports_to.is_(None))
-    return sa.select(agents.c.id).where(
-        agents.c.workspace_id == sa.bindparam("workspace_id"), managed
+def _managed_agents() -> sa.Select[Any]:
+    """Ids of the agents ``agent_id`` manages (bound: ``agent_id``).
+
+    The agent itself, the agents whose ``reports_to`` is it, and, when it is a
+    coordinator, every agent of its workspace that reports to nobody; none when there is
+    no such agent.
+    """
+    me = agents.alias("me")
+    coordinator = me.c.role.in_([role.value for role in AgentRole if role.is_coordinator])
+    return (
+        sa.select(agents.c.id)
+        .join(me, me.c.id == sa.bindparam("agent_id"))
+        .where(
+            agents.c.workspace_id == me.c.workspace_id,
+            sa.or_(
+                agents.c.id == me.c.id,
+                agents.c.reports_to == me.c.id,
+                sa.and_(coordinator, agents.c.reports_to.is_(None)),
+            ),
+        )
     )
-
-
-_AGENT_ROLE = sa.select(agents.c.role, agents.c.workspace_id).where(
-    agents.c.id == sa.bindparam("agent_id")
-)
-_MANAGED_BY_COORDINATOR = _managed_query(coordinator=True)
-_MANAGED_BY_WORKER = _managed_query(coordinator=False)
-
-
-def _managed_agent_ids(conn: Connection, agent_id: str) -> list[str]:
-    """The agent, the agents reporting to it, and for coordinators the unmanaged agents."""
-    me = first_row(conn, _AGENT_ROLE, {"agent_id": agent_id})
-    if me is None:
-        return []
-    query = _MANAGED_BY_COORDINATOR if AgentRole(me["role"]).is_coordinator else _MANAGED_BY_WORKER
-    params = {"agent_id": agent_id, "workspace_id": me["workspace_id"]}
-    return sorted({agent_id, *(str(ident) for ident in conn.execute(query, params).scalars())})
 
 
 def _activity_counts() -> sa.Select[Any]:
@@ -138,7 +134,7 @@ def _activity_counts() -> sa.Select[Any]:
 
 
 def _stuck_queries() -> tuple[sa.Select[Any], sa.Select[Any]]:
-    """The stuck tasks of the managed agents, and the open blockers' titles of given tasks."""
+    """The stuck tasks of the agents ``agent_id`` manages, and open blockers' titles."""
     blocker = tasks.alias("blocker")
     open_blocker = (
         sa.select(task_blockers.c.task_id)
@@ -148,7 +144,7 @@ def _stuck_queries() -> tuple[sa.Select[Any], sa.Select[Any]]:
     stuck = (
         sa.select(tasks)
         .where(
-            tasks.c.assignee_agent_id.in_(sa.bindparam("managed", expanding=True)),
+            tasks.c.assignee_agent_id.in_(_managed_agents()),
             tasks.c.archived_at.is_(None),
             sa.or_(
                 tasks.c.state == TaskState.BLOCKED.value,
@@ -268,8 +264,7 @@ class SummaryStore:
         blocker task not ``DONE``/``CANCELLED``). Order: ``updated_at``, then id.
         """
         with self._db.read() as conn:
-            managed = _managed_agent_ids(conn, agent_id)
-            stuck = all_rows(conn, _STUCK_TASKS, {"managed": managed, "limit": limit})
+            stuck = all_rows(conn, _STUCK_TASKS, {"agent_id": agent_id, "limit": limit})
             waiting: dict[str, list[str]] = defaultdict(list)
             if stuck:
                 task_ids = [row["id"] for row in stuck]
