@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -13,7 +14,7 @@ from helpers import Office
 from office_scheduler.domain.errors import InvalidInputError, NotFoundError
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.status import IntakeOutcome, WakeSource
-from office_scheduler.store.schema import runs, wakeup_requests
+from office_scheduler.store.schema import agents, runs, wakeup_requests
 
 
 def _wake(office: Office, agent_id: str, key: str | None, payload: object = None) -> WakeRequest:
@@ -69,20 +70,17 @@ async def test_concurrent_wakes_commit_once_each_with_its_own_outcome(office: Of
     assert created.run is not None
     assert coalesced.run is not None
     assert coalesced.run.id == created.run.id
-    # Agents are written in id order, so "k:1" goes to whichever agent sorts first.
-    winner, loser = (first, duplicate) if other < office.coordinator.id else (duplicate, first)
-    assert winner.outcome is IntakeOutcome.CREATED
-    assert loser.outcome is IntakeOutcome.DEDUPLICATED
-    assert loser.request.id == winner.request.id
+    # Wakes are written in arrival order: the first "k:1" wins.
+    assert first.outcome is IntakeOutcome.CREATED
+    assert duplicate.outcome is IntakeOutcome.DEDUPLICATED
+    assert duplicate.request.id == first.request.id
     assert isinstance(invalid, InvalidInputError)
     assert invalid.field == "payload"
     assert _count(office, wakeup_requests) == 3
     assert _count(office, runs) == 2
 
 
-async def test_an_unknown_agent_sends_its_group_one_by_one_and_fails_alone(
-    office: Office,
-) -> None:
+async def test_an_unknown_agent_fails_alone_and_the_rest_commit_together(office: Office) -> None:
     intake = office.service.intake
     with _commits(office) as commits:
         kept, missing, also_kept = await asyncio.gather(
@@ -96,8 +94,65 @@ async def test_an_unknown_agent_sends_its_group_one_by_one_and_fails_alone(
     assert not isinstance(kept, BaseException)
     assert not isinstance(also_kept, BaseException)
     assert (kept.outcome, also_kept.outcome) == (IntakeOutcome.CREATED, IntakeOutcome.CREATED)
-    assert len(commits) == 2  # the group rolled back; then one commit per good wake
+    assert len(commits) == 1  # the group; the unknown agent's wake failed on its own
     assert _count(office, wakeup_requests) == 2
+
+
+async def test_a_group_writes_its_wakes_in_arrival_order(office: Office) -> None:
+    """Break-it: wakes were written in agent id order, so a later wake for a lower agent id
+    got the lower wakeup and run ids and won a shared idempotency key."""
+    intake = office.service.intake
+    first, second = sorted([office.worker.id, office.other_worker.id], reverse=True)
+    results = await asyncio.gather(
+        intake.enqueue(_wake(office, first, "shared")),
+        intake.enqueue(_wake(office, second, "shared")),
+        intake.enqueue(_wake(office, second, "own")),
+    )
+    assert [r.outcome for r in results] == [
+        IntakeOutcome.CREATED,
+        IntakeOutcome.DEDUPLICATED,
+        IntakeOutcome.CREATED,
+    ]
+    assert results[1].request.id == results[0].request.id
+    assert results[0].request.id < results[2].request.id
+    assert results[0].run is not None
+    assert results[2].run is not None
+    assert results[0].run.id < results[2].run.id
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+async def test_a_wake_for_an_agent_locked_elsewhere_holds_up_no_other_wake(
+    office: Office,
+) -> None:
+    """Break-it: one group waited for the slowest lock, so every wake of the process did."""
+    intake = office.service.intake
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_worker() -> None:
+        with office.store.db.writer.begin() as conn:
+            conn.execute(
+                sa.select(agents.c.id).where(agents.c.id == office.worker.id).with_for_update()
+            )
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold_the_worker)
+    holder.start()
+    try:
+        assert holding.wait(10)
+        blocked = asyncio.ensure_future(intake.enqueue(_wake(office, office.worker.id, "w")))
+        others = asyncio.gather(
+            intake.enqueue(_wake(office, office.other_worker.id, "o")),
+            intake.enqueue(_wake(office, office.coordinator.id, "c")),
+        )
+        answered = await asyncio.wait_for(others, 5)
+        assert [r.outcome for r in answered] == [IntakeOutcome.CREATED, IntakeOutcome.CREATED]
+        assert not blocked.done()  # it waits for the lock on its own
+    finally:
+        release.set()
+        holder.join(10)
+    assert (await asyncio.wait_for(blocked, 10)).outcome is IntakeOutcome.CREATED
+    assert _count(office, wakeup_requests) == 3
 
 
 async def test_a_group_whose_transaction_fails_is_written_again_wake_by_wake(
@@ -149,3 +204,22 @@ async def test_a_wake_failing_alone_after_the_group_failed_gets_its_own_error(
     assert kept.outcome is IntakeOutcome.CREATED
     assert isinstance(lost, sa.exc.OperationalError)
     assert _count(office, wakeup_requests) == 1
+
+
+async def test_a_payload_nested_too_deeply_fails_alone(office: Office) -> None:
+    """Break-it: ``RecursionError`` from validating one wake failed its whole group."""
+    nested: dict[str, object] = {}
+    for _ in range(5000):
+        nested = {"n": nested}
+    intake = office.service.intake
+    kept, deep, also_kept = await asyncio.gather(
+        intake.enqueue(_wake(office, office.worker.id, "a")),
+        intake.enqueue(_wake(office, office.other_worker.id, "b", payload=nested)),
+        intake.enqueue(_wake(office, office.coordinator.id, "c")),
+        return_exceptions=True,
+    )
+    assert isinstance(deep, InvalidInputError)
+    assert (deep.field, deep.message) == ("payload", "payload is nested too deeply")
+    assert not isinstance(kept, BaseException)
+    assert not isinstance(also_kept, BaseException)
+    assert _count(office, wakeup_requests) == 2

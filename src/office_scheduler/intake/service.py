@@ -17,7 +17,7 @@ from office_scheduler.domain.errors import BusyError, InvalidInputError, NotFoun
 from office_scheduler.domain.events import Event, WakeupReceived
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.status import IntakeOutcome
-from office_scheduler.intake.group import GroupCommit, Outcome
+from office_scheduler.intake.group import ALONE, GroupCommit, Outcome
 from office_scheduler.intake.rules import decide_merge
 from office_scheduler.store.engine import is_deadlock
 from office_scheduler.store.facade import Store
@@ -55,6 +55,8 @@ def validate_request(request: WakeRequest) -> None:
         encoded = json.dumps(request.payload, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"payload is not valid JSON: {exc}", field="payload") from None
+    except RecursionError:
+        raise InvalidInputError("payload is nested too deeply", field="payload") from None
     if len(encoded.encode()) > MAX_PAYLOAD_BYTES:
         raise InvalidInputError("payload is larger than 256 KiB", field="payload")
     key: object = request.idempotency_key
@@ -103,7 +105,7 @@ class Intake:
         self._poke = poke
         self._publish = publish
         self._group: GroupCommit[WakeRequest, IntakeResult] = GroupCommit(
-            self.persist_group, max_batch=GROUP_COMMIT_MAX
+            self.persist_group, self.persist, max_batch=GROUP_COMMIT_MAX
         )
 
     @retry_if_connection_lost
@@ -132,42 +134,41 @@ class Intake:
     def persist_group(self, requests: Sequence[WakeRequest]) -> list[Outcome[IntakeResult]]:
         """Blocking: persist independent wakes in one transaction; outcomes their own.
 
-        Returns, in the order of ``requests``, each wake's result or the error that
-        rejected it. A wake failing :func:`validate_request` is left out of the group
-        (``InvalidInputError``). The others are written with agents locked in the order of
-        their ids (no deadlock between two groups on PostgreSQL). If the group's
-        transaction fails in any way (an unknown agent, a deadlock with other work, a lost
-        connection, a full disk), nothing of it is kept and each of its wakes is persisted
-        again in a transaction of its own, so each gets the outcome it would have had
-        alone.
+        Returns, in the order of ``requests``, each wake's result, the error that rejected
+        it (a wake failing :func:`validate_request` is left out of the group), or
+        :data:`~office_scheduler.intake.group.ALONE`: write it again on its own.
+
+        The group first locks the agents it can without waiting (PostgreSQL: in id order,
+        ``SKIP LOCKED``); a wake whose agent is held by another transaction, or does not
+        exist, is handed back to wait or fail on its own, so it holds up no other wake.
+        The rest are written in arrival order. If the group's transaction fails in any way
+        (a wake's agent in another workspace, a lost connection, a full disk), nothing of it
+        is kept and each of its wakes is handed back, so each gets the outcome it would
+        have had alone.
         """
-        if len(requests) == 1:
-            return [self._persist_alone(requests[0])]
         outcomes: dict[int, Outcome[IntakeResult]] = {}
         valid: list[int] = []
         for index, request in enumerate(requests):
             try:
                 validate_request(request)
                 valid.append(index)
-            except InvalidInputError as exc:
+            except Exception as exc:
                 outcomes[index] = exc
-        valid.sort(key=lambda index: requests[index].agent_id)
         windows: dict[str, timedelta] = {}
-        written: dict[int, Outcome[IntakeResult]]
+        written: dict[int, Outcome[IntakeResult]] = {}
         try:
             with self._store.db.transaction():
-                written = {index: self._persist_valid(requests[index], windows) for index in valid}
+                mine = self._store.queue.lock_free_agents({requests[i].agent_id for i in valid})
+                for index in valid:
+                    if requests[index].agent_id in mine:
+                        written[index] = self._persist_valid(requests[index], windows)
+                    else:
+                        written[index] = ALONE
         except Exception as exc:
             log.info("wake_group_rolled_back", wakes=len(valid), error=str(exc))
-            written = {index: self._persist_alone(requests[index]) for index in valid}
+            written = dict.fromkeys(valid, ALONE)
         outcomes.update(written)
         return [outcomes[index] for index in range(len(requests))]
-
-    def _persist_alone(self, request: WakeRequest) -> Outcome[IntakeResult]:
-        try:
-            return self.persist(request)
-        except Exception as exc:
-            return exc
 
     def persist(self, request: WakeRequest, *, window: timedelta | None = None) -> IntakeResult:
         """The database half of :meth:`enqueue`, blocking; call it from a worker thread.

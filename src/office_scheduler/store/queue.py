@@ -7,7 +7,7 @@ per-agent concurrency limit hold across processes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -213,6 +213,12 @@ def _claim_statements() -> tuple[sa.Select[Any], sa.Update]:
 
 
 _LOCK_CANDIDATES, _CLAIM_HEADS = _claim_statements()
+_LOCK_FREE_AGENTS = (
+    sa.select(agents.c.id)
+    .where(agents.c.id.in_(sa.bindparam("agent_ids", expanding=True)))
+    .order_by(agents.c.id)
+    .with_for_update(skip_locked=True)
+)
 
 
 def _first_claimable(run: Run, cooldown_until: datetime | None, now: datetime) -> datetime | None:
@@ -380,6 +386,22 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         params = {"run_id": run.id, "read_status": run.status.value, **changes}
         row = conn.execute(_MERGE_RUN, params).mappings().first()
         return None if row is None else run_from_row(row)
+
+    def lock_free_agents(self, agent_ids: Collection[str]) -> set[str]:
+        """Lock those of ``agent_ids`` that exist and no other transaction holds; return them.
+
+        Call it inside :meth:`~office_scheduler.store.engine.Database.transaction`: the locks
+        last until that transaction ends. On PostgreSQL the rows are locked in id order
+        with ``FOR UPDATE SKIP LOCKED``, so the call never waits and never deadlocks; a
+        group of wakes writes those whose agents it got and leaves the others to wait on
+        their own. On SQLite the transaction's write lock already excludes every other
+        writer: every existing agent is returned.
+        """
+        if not agent_ids:
+            return set()
+        with self._db.write() as conn:
+            found = conn.execute(_LOCK_FREE_AGENTS, {"agent_ids": sorted(set(agent_ids))})
+            return set(found.scalars())
 
     def claim(self, *, now: datetime, node_id: str, lease: timedelta, limit: int) -> list[Run]:
         """Claim up to ``limit`` due runs, at most one per agent per call, oldest first.
