@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,10 +39,12 @@ from office_scheduler.domain.status import (
 from office_scheduler.routines import webhooks
 from office_scheduler.routines.firing import TRIGGERS_PER_TRANSACTION, BatchLostError, tick_run
 from office_scheduler.service import Service
+from office_scheduler.store import office_agents
 from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
 from office_scheduler.store.routine_to_fire import RoutinesToFire, RoutineToFire
+from office_scheduler.store.routines import heartbeat_follows_role
 from office_scheduler.store.schema import routines as routines_table
 from office_scheduler.testing import ScriptedExecutor
 
@@ -142,6 +145,49 @@ async def test_a_promoted_worker_gets_a_heartbeat_and_a_demoted_one_has_it_pause
     [trigger] = office.store.routines.list_triggers(again.id)
     assert trigger.next_run_at == _z("2026-11-29T15:05:00Z")
     assert _runs(office, again) == []
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_a_demotion_racing_a_promotion_sees_it_and_pauses_the_heartbeat(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Break-it: both role changes read "worker"; the demotion then changed nothing and left
+    a worker with an active heartbeat."""
+    worker = office.worker.id
+    promoted, go_on = threading.Event(), threading.Event()
+    real = heartbeat_follows_role
+
+    def hold_after_promotion(conn: sa.Connection, **kwargs: Any) -> None:
+        real(conn, **kwargs)
+        if kwargs["coordinator"]:
+            promoted.set()
+            go_on.wait(10)
+
+    monkeypatch.setattr(office_agents, "heartbeat_follows_role", hold_after_promotion)
+
+    def change(role: AgentRole) -> threading.Thread:
+        thread = threading.Thread(
+            target=office.store.office.update_agent,
+            args=(worker,),
+            kwargs={"role": role, "now": office.clock.now()},
+        )
+        thread.start()
+        return thread
+
+    promotion = change(AgentRole.COORDINATOR)
+    assert promoted.wait(10)
+    demotion = change(AgentRole.WORKER)
+    waiting = sa.text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+    with office.store.db.reader.connect() as conn:
+        for _ in range(500):  # until the demotion waits for the promotion's row lock
+            if conn.execute(waiting).scalar_one():
+                break
+            threading.Event().wait(0.01)
+    go_on.set()
+    promotion.join(10)
+    demotion.join(10)
+    assert office.store.office.get_agent(worker).role is AgentRole.WORKER
+    assert [r.status for r in _heartbeats(office, worker)] == [RoutineStatus.PAUSED]
 
 
 async def test_a_role_change_between_coordinator_roles_leaves_the_heartbeat_alone(

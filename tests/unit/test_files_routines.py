@@ -26,6 +26,7 @@ from office_scheduler.domain.routines import (
     TriggerKind,
     VariableType,
 )
+from office_scheduler.domain.status import AgentRole
 from office_scheduler.files import (
     Action,
     ImportPlan,
@@ -399,6 +400,49 @@ def test_the_coordinator_heartbeat_file_updates_the_installed_routine(
     (trigger,) = store.routines.list_triggers(heartbeat.id)
     assert trigger.cron_expression == "*/10 * * * *"
     assert not plan_import(store, config).has_changes
+
+
+@pytest.mark.parametrize(
+    ("agent", "role", "status"),
+    [("lead", AgentRole.WORKER, "active"), ("coder", AgentRole.COORDINATOR, "paused")],
+    ids=["demotion", "promotion"],
+)
+def test_an_import_changing_a_role_converges_with_the_heartbeat_file(
+    store: Store, config_dir: Path, now: datetime, agent: str, role: AgentRole, status: str
+) -> None:
+    """Break-it: the role change paused (or resumed) the heartbeat the file lists, and every
+    later plan flipped it back."""
+    write(
+        config_dir,
+        {
+            "routines/heartbeat.yml": f"""                name: {HEARTBEAT_NAME}
+                assignee: {agent}
+                status: {status}
+                triggers: [{{kind: schedule, cron: "*/5 * * * *", timezone: UTC}}]
+            """
+        },
+    )
+    config = load_config(config_dir)
+    workspace_id = run_import(store, plan_import(store, config), now).workspace_id
+    changed = replace(
+        config,
+        agents=tuple(replace(a, role=role) if a.name == agent else a for a in config.agents),
+    )
+
+    run_import(store, plan_import(store, changed), now + timedelta(hours=1))
+
+    heartbeats = [
+        r
+        for r in store.routines.list_routines(workspace_id)
+        if r.name == HEARTBEAT_NAME and r.assignee_agent_id == _agent_id(store, workspace_id, agent)
+    ]
+    assert [r.status.value for r in heartbeats] == [status]
+    assert not plan_import(store, changed).has_changes
+
+
+def _agent_id(store: Store, workspace_id: str, name: str) -> str:
+    [found] = [a.id for a in store.office.list_agents(workspace_id) if a.name == name]
+    return found
 
 
 def test_a_coordinator_without_a_heartbeat_file_keeps_the_installed_one(

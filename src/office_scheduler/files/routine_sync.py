@@ -271,7 +271,9 @@ def apply_routines(
 
     Matching is redone against the store: a routine planned as new that exists by now is
     updated instead. That is how a "Coordinator heartbeat" file meets the routine installed
-    with its coordinator earlier in the same import.
+    with its coordinator earlier in the same import. A routine planned as unchanged is
+    compared again too: a role change earlier in the import pauses or resumes the agent's
+    heartbeat, and the file's status is put back.
 
     Returns:
         The webhook triggers created, with their secrets (shown this once).
@@ -285,7 +287,11 @@ def apply_routines(
     matches = match_routines(store.routines.list_routines(workspace_id), specs, agent_names)
     created: list[NewWebhook] = []
     for spec, change, routine in zip(specs, changes, matches, strict=True):
-        if change.action is Action.UNCHANGED:
+        if change.action is Action.UNCHANGED and (
+            # An agent's role change earlier in this import may have paused or resumed its
+            # heartbeat: the file still wins, so the next plan is empty.
+            routine is None or not routine_diff(routine, spec, agent_names)
+        ):
             continue
         if routine is None:
             if change.action is Action.UPDATE:

@@ -264,7 +264,8 @@ class AgentMethods:
         values = _checked_changes(changes)
         message = _conflict_message(str(values.get("name", "")))
         with unique_conflict(field="name", message=message), self._db.write() as conn:
-            row = _agent_row(conn, agent_id)
+            # Locked: two role changes at once must see each other's role (the heartbeat).
+            row = lock_agent(conn, agent_id)
             _apply_changes(conn, row, changes, values, now=now)
             return agent_from_row(_agent_row(conn, agent_id))
 
