@@ -42,6 +42,16 @@ def test_upgrade_downgrade_upgrade(database: Database) -> None:
     assert migrate.current_revision(database) == head
 
 
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+async def test_0006_refuses_to_downgrade_over_a_long_key_and_says_why(office: Office) -> None:
+    """Break-it: the downgrade failed with a raw StringDataRightTruncation."""
+    await office.service.wake(office.worker.id, idempotency_key="k" * 500)
+    database = office.store.db
+    with pytest.raises(RuntimeError, match=r"cannot downgrade below 0006: 1 row\(s\) of"):
+        migrate.downgrade(database, "0005")
+    assert migrate.current_revision(database) == "0006"
+
+
 #: Indexes on expressions: Alembic cannot compare them (SQLite does not even reflect them);
 #: ``test_the_claim_walks_agents_through_the_claimable_at_index`` checks the one there is.
 EXPRESSION_INDEXES = {"ix_agents_claimable_at"}

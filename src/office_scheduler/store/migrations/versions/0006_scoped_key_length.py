@@ -33,8 +33,19 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name != "postgresql":
+    bind = op.get_bind()
+    if bind.dialect.name != "postgresql":
         return
+    for table in TABLES:
+        key = sa.table(table, sa.column("idempotency_key")).c.idempotency_key
+        too_long = bind.execute(
+            sa.select(sa.func.count()).where(sa.func.length(key) > 500)
+        ).scalar_one()
+        if too_long:
+            raise RuntimeError(
+                f"cannot downgrade below 0006: {too_long} row(s) of {table} have an "
+                "idempotency key longer than 500 characters; shorten or delete them first"
+            )
     for table in TABLES:
         op.alter_column(
             table, "idempotency_key", type_=sa.String(500), existing_type=sa.String(600)
