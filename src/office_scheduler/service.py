@@ -62,6 +62,11 @@ def default_executors() -> dict[str, Executor]:
     return {"command": CommandExecutor(), "acp": AcpExecutor()}
 
 
+#: Longest idempotency key a caller may choose (the API's limit too); the stored key has its
+#: scope in front.
+MAX_CALLER_KEY_CHARS = 500
+
+
 def _scoped_key(scope: str, key: str | None) -> str | None:
     """Prefix a caller-chosen idempotency key with its scope.
 
@@ -71,9 +76,11 @@ def _scoped_key(scope: str, key: str | None) -> str | None:
     if key is None:
         return None
     text: object = key
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str) or not text.strip() or len(text) > MAX_CALLER_KEY_CHARS:
         raise InvalidInputError(
-            "idempotency_key must be a non-empty string", field="idempotency_key"
+            "idempotency_key must be a non-empty string of at most "
+            f"{MAX_CALLER_KEY_CHARS} characters",
+            field="idempotency_key",
         )
     return f"{scope}:{key}"
 

@@ -157,6 +157,8 @@ def test_a_good_token_still_works(api: Api, url: str, tmp_path: Path) -> None:
         ("inbox", "dismiss", "0"),
         ("activity", "list", "--run", "-3"),
         ("wakeups", "list", "--run", "1.5"),
+        ("inbox", "resolve", "\u00b2"),  # a digit to str.isdigit, not to int()
+        ("inbox", "resolve", "\u2460"),
     ],
 )
 def test_a_numeric_id_that_is_not_one_is_a_usage_error_saying_what_an_id_is(
@@ -186,4 +188,7 @@ def test_an_id_with_a_slash_says_what_was_not_found(api: Api, url: str, tmp_path
     api.workspace()
     result = _office(url, tmp_path, api.admin_token, "runs", "queue", "bad/../id", "--agent", "x")
     assert result.exit_code == 1, result.output
-    assert result.stderr == ("office: not found: /tasks/bad/../id (no such record; check the id)\n")
+    assert result.stderr == (
+        "office: not found: /tasks/bad/../id (no such record; check the id, and that"
+        f" --api-url {url} is the office server)\n"
+    )

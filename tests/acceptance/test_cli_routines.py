@@ -66,7 +66,7 @@ def one_line_error(result: Result) -> str:
 def test_routine_commands_take_a_name_and_refuse_a_shared_or_unknown_one(
     served: Office,
 ) -> None:
-    served.api.agent(served.ws, "worker-2")
+    second = served.api.agent(served.ws, "worker-2")["id"]
     for assignee in ("worker-1", "worker-2"):
         served.ok(
             "routine", "create", "--workspace", served.ws, "--name", "Triage",
@@ -94,6 +94,20 @@ def test_routine_commands_take_a_name_and_refuse_a_shared_or_unknown_one(
     message = one_line_error(shared)
     assert "2 routines are named 'Triage'" in message
     assert all(routine_id in message for routine_id in triage_ids)
+
+    [seconds, firsts] = [
+        [r["id"] for r in served.json("routine", "list", "--workspace", served.ws)
+         if r["name"] == "Triage" and (r["assignee_agent_id"] == second) is mine]
+        for mine in (True, False)
+    ]  # fmt: skip
+    served.ok("routine", "delete", seconds[0])
+    archived = served.json(
+        "routine", "create", "--workspace", served.ws, "--name", "Triage",
+        "--assignee", "worker-2", "--cron", "0 9 * * *",
+    )  # fmt: skip
+    served.api.ok("PATCH", f"/api/v1/routines/{archived['id']}", json={"status": "archived"})
+    live = served.json("routine", "show", "Triage")  # the archived namesake does not count
+    assert live["id"] == firsts[0]
 
     unknown = served.run("routine", "show", "No such routine")
     assert unknown.exit_code == 1

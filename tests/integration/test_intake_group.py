@@ -223,3 +223,13 @@ async def test_a_payload_nested_too_deeply_fails_alone(office: Office) -> None:
     assert not isinstance(kept, BaseException)
     assert not isinstance(also_kept, BaseException)
     assert _count(office, wakeup_requests) == 2
+
+
+async def test_a_caller_key_longer_than_500_characters_is_refused_naming_500(
+    office: Office,
+) -> None:
+    """Break-it: in-process callers were told "at most 600", the stored key's limit."""
+    with pytest.raises(InvalidInputError, match="at most 500 characters") as refused:
+        await office.service.wake(office.worker.id, idempotency_key="k" * 501)
+    assert refused.value.field == "idempotency_key"
+    assert (await office.service.wake(office.worker.id, idempotency_key="k" * 500)).run

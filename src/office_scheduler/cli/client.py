@@ -163,7 +163,10 @@ class ApiClient:
             reason = _reason(response)
             if response.status_code == 404 and reason == "Not Found":
                 # No route matched (an id with a slash): name what was asked for.
-                reason = f"not found: {unquote(path)} (no such record; check the id)"
+                reason = (
+                    f"not found: {unquote(path)} (no such record; check the id, and that"
+                    f" --api-url {self.base_url} is the office server)"
+                )
             hint = self._missing_token_hint if response.status_code == 401 else ""
             raise CliError(reason + (f": {hint}" if hint else ""), code)
         if not response.content:
@@ -306,9 +309,10 @@ def _id_or_name(records: Sequence[Mapping[str, Any]], value: str) -> str | None:
 def routine_ref(client: ApiClient, value: str) -> str:
     """The id of the routine ``value`` names: an id (32 hex digits) as given, else a name.
 
-    Names are looked up in every workspace. They are unique per assignee, not per
-    workspace (each coordinator has its own "Coordinator heartbeat"), so a name several
-    routines share is refused with their ids.
+    Names are looked up in every workspace, archived routines last (only when no other
+    has the name). They are unique per assignee, not per workspace (each coordinator has
+    its own "Coordinator heartbeat"), so a name several routines share is refused with
+    their ids.
 
     Raises:
         CliError: no routine has the name ("not found"), or several have (exit 1).
@@ -321,6 +325,8 @@ def routine_ref(client: ApiClient, value: str) -> str:
         for routine in client.collect(api_path("workspaces", space["id"], "routines"), limit=1000)
         if routine.get("name") == value
     ]
+    live = [routine for routine in named if routine.get("status") != "archived"]
+    named = live or named  # an archived routine is reached by name only when alone
     if not named:
         raise CliError(f"routine {value!r} not found (give its id or name)", 1)
     if len(named) > 1:

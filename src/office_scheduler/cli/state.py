@@ -125,7 +125,7 @@ class RecordId(click.ParamType[int, Any]):
         if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
             return value
         text = str(value).strip()
-        if text.isdigit() and int(text) >= 1:
+        if text.isascii() and text.isdigit() and int(text) >= 1:
             return int(text)
         self.fail(f"{value!r} is not an id (a whole number of at least 1)", param, ctx)
 
