@@ -6,9 +6,9 @@ import asyncio
 import json
 import random
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -160,10 +160,10 @@ class Intake:
             with self._store.db.transaction():
                 mine = self._store.queue.lock_free_agents({requests[i].agent_id for i in valid})
                 for index in valid:
-                    if requests[index].agent_id in mine:
-                        written[index] = self._persist_valid(requests[index], windows)
-                    else:
-                        written[index] = ALONE
+                    row = mine.get(requests[index].agent_id)
+                    written[index] = (
+                        ALONE if row is None else self._persist_valid(requests[index], windows, row)
+                    )
         except Exception as exc:
             log.info("wake_group_rolled_back", wakes=len(valid), error=str(exc))
             written = dict.fromkeys(valid, ALONE)
@@ -188,15 +188,19 @@ class Intake:
         return self._persist_valid(request, windows)
 
     def _persist_valid(
-        self, request: WakeRequest, windows: dict[str, timedelta] | None = None
+        self,
+        request: WakeRequest,
+        windows: dict[str, timedelta] | None = None,
+        locked: Mapping[Any, Any] | None = None,
     ) -> IntakeResult:
         # One transaction for the settings read and the writes (one pooled connection); a
         # wake without a hold (user wakes, fire now) needs no settings read. ``windows``
-        # keeps the coalescing windows read within one enclosing transaction.
+        # keeps the coalescing windows read within one enclosing transaction; ``locked``
+        # is the agent's row when the enclosing transaction already locked it.
         with self._store.db.transaction():
             hold = self._hold(request, {} if windows is None else windows)
             return self._store.queue.enqueue(
-                request, now=self._clock.now(), hold=hold, decide=decide_merge
+                request, now=self._clock.now(), hold=hold, decide=decide_merge, locked=locked
             )
 
     def _hold(self, request: WakeRequest, windows: dict[str, timedelta]) -> timedelta:

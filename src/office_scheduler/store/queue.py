@@ -7,7 +7,7 @@ per-agent concurrency limit hold across processes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,7 +28,7 @@ from office_scheduler.domain.status import (
 from office_scheduler.store.activity import activity_values, insert_activity
 from office_scheduler.store.engine import Database
 from office_scheduler.store.notify import notify_wake
-from office_scheduler.store.queue_common import get_run, insert_run_events, lock_agent
+from office_scheduler.store.queue_common import get_run, insert_run_events
 from office_scheduler.store.queue_heads import reconcile_heads, refresh_heads
 from office_scheduler.store.recovery import RecoveryQueries
 from office_scheduler.store.retries import RetryTransitions
@@ -213,12 +213,31 @@ def _claim_statements() -> tuple[sa.Select[Any], sa.Update]:
 
 
 _LOCK_CANDIDATES, _CLAIM_HEADS = _claim_statements()
+#: What intake needs of the agent it locks.
+_INTAKE_AGENT_COLUMNS = (agents.c.id, agents.c.workspace_id, agents.c.cooldown_until)
 _LOCK_FREE_AGENTS = (
-    sa.select(agents.c.id)
+    sa.select(*_INTAKE_AGENT_COLUMNS)
     .where(agents.c.id.in_(sa.bindparam("agent_ids", expanding=True)))
     .order_by(agents.c.id)
     .with_for_update(skip_locked=True)
 )
+_LOCK_INTAKE_AGENT = (
+    sa.select(*_INTAKE_AGENT_COLUMNS)
+    .where(agents.c.id == sa.bindparam("agent_id"))
+    .with_for_update()
+)
+
+
+def _lock_agent_for_intake(conn: Connection, agent_id: str) -> Mapping[Any, Any]:
+    """Lock the agent (``FOR UPDATE`` on PostgreSQL); its id, workspace and cooldown end.
+
+    Raises:
+        NotFoundError: no such agent.
+    """
+    row = conn.execute(_LOCK_INTAKE_AGENT, {"agent_id": agent_id}).mappings().first()
+    if row is None:
+        raise NotFoundError(f"agent {agent_id} not found", field="agent_id")
+    return row
 
 
 def _first_claimable(run: Run, cooldown_until: datetime | None, now: datetime) -> datetime | None:
@@ -256,7 +275,13 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         self._db = db
 
     def enqueue(
-        self, request: WakeRequest, *, now: datetime, hold: timedelta, decide: MergePolicy
+        self,
+        request: WakeRequest,
+        *,
+        now: datetime,
+        hold: timedelta,
+        decide: MergePolicy,
+        locked: Mapping[Any, Any] | None = None,
     ) -> IntakeResult:
         """Persist ``request`` and create or join a run, in one transaction (DESIGN §5).
 
@@ -266,12 +291,14 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             hold: coalescing hold of a run this request creates (ignored when
                 ``request.hold`` is false: such a run, or a run it joins, is due at once).
             decide: the merge policy, given the request and the in-flight run.
+            locked: the agent's row as :meth:`lock_free_agents` returned it in the
+                caller's transaction (the lock is held; saves taking it again).
 
         Raises:
             NotFoundError: the agent does not exist, or not in ``request.workspace_id``.
         """
         with self._db.write() as conn:
-            agent = lock_agent(conn, request.agent_id)
+            agent = _lock_agent_for_intake(conn, request.agent_id) if locked is None else locked
             if agent["workspace_id"] != request.workspace_id:
                 raise NotFoundError(
                     f"agent {request.agent_id} not found in workspace {request.workspace_id}",
@@ -387,8 +414,11 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         row = conn.execute(_MERGE_RUN, params).mappings().first()
         return None if row is None else run_from_row(row)
 
-    def lock_free_agents(self, agent_ids: Collection[str]) -> set[str]:
-        """Lock those of ``agent_ids`` that exist and no other transaction holds; return them.
+    def lock_free_agents(self, agent_ids: Collection[str]) -> dict[str, Mapping[Any, Any]]:
+        """Lock those of ``agent_ids`` that exist and no other transaction holds.
+
+        Returns their rows by id (``id``, ``workspace_id``, ``cooldown_until``), to pass to
+        :meth:`enqueue` as ``locked``.
 
         Call it inside :meth:`~office_scheduler.store.engine.Database.transaction`: the locks
         last until that transaction ends. On PostgreSQL the rows are locked in id order
@@ -398,10 +428,10 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         writer: every existing agent is returned.
         """
         if not agent_ids:
-            return set()
+            return {}
         with self._db.write() as conn:
             found = conn.execute(_LOCK_FREE_AGENTS, {"agent_ids": sorted(set(agent_ids))})
-            return set(found.scalars())
+            return {row["id"]: row for row in found.mappings()}
 
     def claim(self, *, now: datetime, node_id: str, lease: timedelta, limit: int) -> list[Run]:
         """Claim up to ``limit`` due runs, at most one per agent per call, oldest first.
