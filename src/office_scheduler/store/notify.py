@@ -121,7 +121,12 @@ class WakeListener:
             **KEEPALIVES,
             application_name=application_name(self._db.schema, "listener"),
         )
-        await conn.execute(psql.SQL("LISTEN {}").format(psql.Identifier(self._channel)))
+        try:
+            await conn.execute(psql.SQL("LISTEN {}").format(psql.Identifier(self._channel)))
+        except BaseException:
+            # Cancelled (the loop stopping) or failed before it was ours to close later.
+            await conn.close()
+            raise
         self._conn = conn
 
     async def wait(self, seconds: float) -> list[str]:
