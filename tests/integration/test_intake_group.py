@@ -155,20 +155,29 @@ async def test_a_wake_for_an_agent_locked_elsewhere_holds_up_no_other_wake(
     assert _count(office, wakeup_requests) == 3
 
 
-async def test_a_group_whose_transaction_fails_is_written_again_wake_by_wake(
-    office: Office, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _fail_enqueues_of(
+    office: Office, monkeypatch: pytest.MonkeyPatch, agent_id: str, *, times: int | None
+) -> list[str]:
+    """Make the store's enqueue fail with a disk error for ``agent_id`` (``times`` times, or
+    always); returns the list of failures so far."""
     queue = office.store.queue
     real_enqueue = queue.enqueue
     failed: list[str] = []
 
-    def enqueue_failing_once(request: WakeRequest, **kwargs: object) -> object:
-        if request.agent_id == office.other_worker.id and not failed:
+    def enqueue_failing(request: WakeRequest, **kwargs: object) -> object:
+        if request.agent_id == agent_id and (times is None or len(failed) < times):
             failed.append(request.agent_id)
             raise sa.exc.OperationalError("INSERT", {}, Exception("disk I/O error"))
         return real_enqueue(request, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(queue, "enqueue", enqueue_failing_once)
+    monkeypatch.setattr(queue, "enqueue", enqueue_failing)
+    return failed
+
+
+async def test_a_group_whose_transaction_fails_is_written_again_wake_by_wake(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failed = _fail_enqueues_of(office, monkeypatch, office.other_worker.id, times=1)
     intake = office.service.intake
     with _commits(office) as commits:
         results = await asyncio.gather(
@@ -185,15 +194,7 @@ async def test_a_group_whose_transaction_fails_is_written_again_wake_by_wake(
 async def test_a_wake_failing_alone_after_the_group_failed_gets_its_own_error(
     office: Office, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    queue = office.store.queue
-    real_enqueue = queue.enqueue
-
-    def enqueue_failing(request: WakeRequest, **kwargs: object) -> object:
-        if request.agent_id == office.other_worker.id:
-            raise sa.exc.OperationalError("INSERT", {}, Exception("disk I/O error"))
-        return real_enqueue(request, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(queue, "enqueue", enqueue_failing)
+    _fail_enqueues_of(office, monkeypatch, office.other_worker.id, times=None)
     intake = office.service.intake
     kept, lost = await asyncio.gather(
         intake.enqueue(_wake(office, office.worker.id, "a")),

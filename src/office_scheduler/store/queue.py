@@ -28,7 +28,7 @@ from office_scheduler.domain.status import (
 from office_scheduler.store.activity import activity_values, insert_activity
 from office_scheduler.store.engine import Database
 from office_scheduler.store.notify import notify_wake
-from office_scheduler.store.queue_common import get_run, insert_run_events
+from office_scheduler.store.queue_common import get_run, insert_run_events, lock_agent
 from office_scheduler.store.queue_heads import reconcile_heads, refresh_heads
 from office_scheduler.store.recovery import RecoveryQueries
 from office_scheduler.store.retries import RetryTransitions
@@ -228,18 +228,6 @@ _LOCK_INTAKE_AGENT = (
 )
 
 
-def _lock_agent_for_intake(conn: Connection, agent_id: str) -> Mapping[Any, Any]:
-    """Lock the agent (``FOR UPDATE`` on PostgreSQL); its id, workspace and cooldown end.
-
-    Raises:
-        NotFoundError: no such agent.
-    """
-    row = conn.execute(_LOCK_INTAKE_AGENT, {"agent_id": agent_id}).mappings().first()
-    if row is None:
-        raise NotFoundError(f"agent {agent_id} not found", field="agent_id")
-    return row
-
-
 def _first_claimable(run: Run, cooldown_until: datetime | None, now: datetime) -> datetime | None:
     """When ``run`` may first be claimed: after its hold and the agent's cooldown (``None``: now).
 
@@ -298,7 +286,9 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             NotFoundError: the agent does not exist, or not in ``request.workspace_id``.
         """
         with self._db.write() as conn:
-            agent = _lock_agent_for_intake(conn, request.agent_id) if locked is None else locked
+            agent = (
+                lock_agent(conn, request.agent_id, _LOCK_INTAKE_AGENT) if locked is None else locked
+            )
             if agent["workspace_id"] != request.workspace_id:
                 raise NotFoundError(
                     f"agent {request.agent_id} not found in workspace {request.workspace_id}",

@@ -44,13 +44,18 @@ def insert_run_events(
     conn.execute(_INSERT_RUN_EVENT, rows)
 
 
-def lock_agent(conn: Connection, agent_id: str) -> Mapping[Any, Any]:
+def lock_agent(
+    conn: Connection, agent_id: str, statement: sa.Select[Any] = _LOCK_AGENT
+) -> Mapping[Any, Any]:
     """Lock and return the agent row (``FOR UPDATE`` on PostgreSQL).
+
+    ``statement`` selects what the caller needs of it (bound parameter ``agent_id``, locking
+    the row); the default reads every column.
 
     Raises:
         NotFoundError: no such agent.
     """
-    row = conn.execute(_LOCK_AGENT, {"agent_id": agent_id}).mappings().first()
+    row = conn.execute(statement, {"agent_id": agent_id}).mappings().first()
     if row is None:
         raise NotFoundError(f"agent {agent_id} not found", field="agent_id")
     return row
