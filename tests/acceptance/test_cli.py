@@ -417,6 +417,14 @@ def test_workspaces_projects_and_agents_are_taken_by_name_as_by_id(
         moved = client("task", "update", other["id"], "--project", "greeting")
         removed = client("task", "update", other["id"], "--no-project")
         blank = run(home, "--api-url", server.url, "task", "update", other["id"], "--project", "")
+        blanks = [
+            run(home, "--api-url", server.url, *args)
+            for args in (
+                ("task", "create", "--title", "x", *by_name, "--project", " "),
+                ("task", "create", "--title", "x", *by_name, "--assignee", ""),
+                ("task", "update", other["id"], "--assignee", "", "--title", "t"),
+            )
+        ]
     finally:
         server.stop()
     assert queued.exit_code == 0, queued.output
@@ -441,6 +449,11 @@ def test_workspaces_projects_and_agents_are_taken_by_name_as_by_id(
     assert one_line_error(blank) == (
         "office: --project needs a project id or name (--no-project removes it)"
     )
+    assert [(b.exit_code, one_line_error(b)) for b in blanks] == [
+        (2, "office: --project needs a project id or name (leave it out for none)"),
+        (2, "office: --assignee needs an agent id or name (leave it out for none)"),
+        (2, "office: --assignee needs an agent id or name (--unassign removes it)"),
+    ]
 
 
 def test_a_command_without_a_token_says_where_one_is_looked_for(home: Path, tmp_path: Path) -> None:

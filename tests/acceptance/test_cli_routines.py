@@ -94,6 +94,16 @@ def test_routine_commands_take_a_name_and_refuse_a_shared_or_unknown_one(
     message = one_line_error(shared)
     assert "2 routines are named 'Triage'" in message
     assert all(routine_id in message for routine_id in triage_ids)
+    assert "(assignee worker-1)" in message
+    assert "(assignee worker-2)" in message
+    blank = served.run("routine", "show", " ")
+    assert blank.exit_code == 2
+    assert one_line_error(blank) == "office: the routine must be an id or a name, not blank"
+    builtin = served.run("routine", "fire", "Nightly build", "--var", "date=2020-01-01")
+    assert builtin.exit_code == 2
+    assert one_line_error(builtin) == (
+        "office: --var date: a built-in variable (the fire's own instant) cannot be set"
+    )
 
     [seconds, firsts] = [
         [r["id"] for r in served.json("routine", "list", "--workspace", served.ws)

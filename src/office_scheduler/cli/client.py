@@ -310,29 +310,39 @@ def routine_ref(client: ApiClient, value: str) -> str:
     """The id of the routine ``value`` names: an id (32 hex digits) as given, else a name.
 
     Names are looked up in every workspace, archived routines last (only when no other
-    has the name). They are unique per assignee, not per workspace (each coordinator has
-    its own "Coordinator heartbeat"), so a name several routines share is refused with
-    their ids.
+    has the name). Names need not be unique (each coordinator has its own "Coordinator
+    heartbeat"), so a name several routines share is refused with their ids and assignees.
 
     Raises:
-        CliError: no routine has the name ("not found"), or several have (exit 1).
+        CliError: blank text (exit 2); no routine has the name ("not found"), or several
+            have (exit 1).
     """
+    if not value.strip():
+        raise CliError("the routine must be an id or a name, not blank", 2)
     if _ID.fullmatch(value):
         return value
     named = [
-        routine
+        (space["id"], routine)
         for space in client.collect("/workspaces", limit=1000)
         for routine in client.collect(api_path("workspaces", space["id"], "routines"), limit=1000)
         if routine.get("name") == value
     ]
-    live = [routine for routine in named if routine.get("status") != "archived"]
+    live = [(space, routine) for space, routine in named if routine.get("status") != "archived"]
     named = live or named  # an archived routine is reached by name only when alone
     if not named:
         raise CliError(f"routine {value!r} not found (give its id or name)", 1)
     if len(named) > 1:
-        ids = ", ".join(str(routine["id"]) for routine in named)
-        raise CliError(f"{len(named)} routines are named {value!r}: give an id ({ids})", 1)
-    return str(named[0]["id"])
+        names = {
+            agent["id"]: agent["name"]
+            for space in {space for space, _ in named}
+            for agent in client.collect(api_path("workspaces", space, "agents"), limit=1000)
+        }
+        choices = ", ".join(
+            f"{routine['id']} (assignee {names.get(routine.get('assignee_agent_id'), '-')})"
+            for _, routine in named
+        )
+        raise CliError(f"{len(named)} routines are named {value!r}: give an id: {choices}", 1)
+    return str(named[0][1]["id"])
 
 
 def _member(client: ApiClient, workspace: str, collection: str, value: str) -> str:

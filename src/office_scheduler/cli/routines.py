@@ -18,7 +18,12 @@ from office_scheduler.cli.routine_triggers import TRIGGER_COLUMNS, trigger_group
 from office_scheduler.cli.state import CliError, details, emit, json_option, table
 from office_scheduler.cli.state import state as current_state
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
-from office_scheduler.domain.routines import CatchUpPolicy, ConcurrencyPolicy, VariableType
+from office_scheduler.domain.routines import (
+    BUILTIN_VARIABLES,
+    CatchUpPolicy,
+    ConcurrencyPolicy,
+    VariableType,
+)
 
 ROUTINE_COLUMNS = [
     ("id", "id"),
@@ -90,11 +95,16 @@ def parse_assignment(spec: str) -> tuple[str, str]:
     """``NAME=VALUE`` of ``--var``.
 
     Raises:
-        CliError: no ``=`` or an empty name (exit 2).
+        CliError: no ``=``, an empty name, or a built-in variable (``date``,
+            ``datetime``: they are the fire's own and cannot be set) (exit 2).
     """
     name, sep, value = spec.partition("=")
     if not sep or not name.strip():
         raise CliError(f"--var {spec!r}: expected NAME=VALUE", 2)
+    if name.strip() in BUILTIN_VARIABLES:
+        raise CliError(
+            f"--var {name.strip()}: a built-in variable (the fire's own instant) cannot be set", 2
+        )
     return name.strip(), value
 
 

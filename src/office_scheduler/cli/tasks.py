@@ -52,6 +52,12 @@ WORKSPACE_OPTION = click.option(
 )
 
 
+def _not_blank(option: str, value: str | None, what: str, instead: str) -> None:
+    """Refuse a blank ``option`` value (usage error, exit 2) instead of ignoring it."""
+    if value is not None and not value.strip():
+        raise CliError(f"{option} needs {what} ({instead})", 2)
+
+
 def _state(value: str | None) -> str | None:
     return None if value is None else value.upper()
 
@@ -82,6 +88,8 @@ def task_create(
     kanban: bool,
 ) -> None:
     """Create a task (assigned Office tasks wake their assignee)."""
+    _not_blank("--project", project, "a project id or name", "leave it out for none")
+    _not_blank("--assignee", assignee, "an agent id or name", "leave it out for none")
     with api() as client:
         if workspace is None and parent_id is not None:
             workspace = client.get(api_path("tasks", parent_id))["workspace_id"]
@@ -126,8 +134,8 @@ def task_update(
         raise CliError("--assignee and --unassign exclude each other", 2)
     if project is not None and no_project:
         raise CliError("--project and --no-project exclude each other", 2)
-    if project is not None and not project.strip():
-        raise CliError("--project needs a project id or name (--no-project removes it)", 2)
+    _not_blank("--project", project, "a project id or name", "--no-project removes it")
+    _not_blank("--assignee", assignee, "an agent id or name", "--unassign removes it")
     changes: dict[str, Any] = {
         key: value
         for key, value in (
