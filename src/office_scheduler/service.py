@@ -329,6 +329,7 @@ class Service:
     async def close(self) -> None:
         """Stop the loops and dispose the database; nothing touches it afterwards."""
         await self.stop()
+        await self.intake.close()
         self.store.close()
 
     async def __aenter__(self) -> Service:

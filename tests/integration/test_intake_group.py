@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from helpers import Office
-from office_scheduler.domain.errors import InvalidInputError, NotFoundError
+from office_scheduler.domain.errors import BusyError, InvalidInputError, NotFoundError
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.status import IntakeOutcome, WakeSource
 from office_scheduler.store.schema import agents, runs, wakeup_requests
@@ -120,39 +120,99 @@ async def test_a_group_writes_its_wakes_in_arrival_order(office: Office) -> None
     assert results[0].run.id < results[2].run.id
 
 
-@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
-async def test_a_wake_for_an_agent_locked_elsewhere_holds_up_no_other_wake(
-    office: Office,
-) -> None:
-    """Break-it: one group waited for the slowest lock, so every wake of the process did."""
-    intake = office.service.intake
+@contextmanager
+def _agent_locked_elsewhere(office: Office, agent_id: str) -> Iterator[None]:
+    """Another transaction holds ``agent_id``'s row (``FOR UPDATE``) inside the block."""
     holding, release = threading.Event(), threading.Event()
 
-    def hold_the_worker() -> None:
+    def hold() -> None:
         with office.store.db.writer.begin() as conn:
-            conn.execute(
-                sa.select(agents.c.id).where(agents.c.id == office.worker.id).with_for_update()
-            )
+            conn.execute(sa.select(agents.c.id).where(agents.c.id == agent_id).with_for_update())
             holding.set()
-            release.wait(10)
+            release.wait(20)
 
-    holder = threading.Thread(target=hold_the_worker)
+    holder = threading.Thread(target=hold)
     holder.start()
     try:
         assert holding.wait(10)
-        blocked = asyncio.ensure_future(intake.enqueue(_wake(office, office.worker.id, "w")))
-        others = asyncio.gather(
-            intake.enqueue(_wake(office, office.other_worker.id, "o")),
-            intake.enqueue(_wake(office, office.coordinator.id, "c")),
-        )
-        answered = await asyncio.wait_for(others, 5)
-        assert [r.outcome for r in answered] == [IntakeOutcome.CREATED, IntakeOutcome.CREATED]
-        assert not blocked.done()  # it waits for the lock on its own
+        yield
     finally:
         release.set()
         holder.join(10)
-    assert (await asyncio.wait_for(blocked, 10)).outcome is IntakeOutcome.CREATED
-    assert _count(office, wakeup_requests) == 3
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+async def test_wakes_for_an_agent_locked_elsewhere_hold_up_no_other_wake_nor_thread(
+    office: Office,
+) -> None:
+    """Break-it: a group (or a lone wake) waited for the lock, so every later wake of the
+    process did; then wakes parked on the lock used up the worker threads."""
+    intake = office.service.intake
+    worker = office.worker.id
+    with _agent_locked_elsewhere(office, worker):
+        first = asyncio.ensure_future(intake.enqueue(_wake(office, worker, "w0")))
+        await asyncio.sleep(0.1)  # a lone wake, tried while the agent is locked
+        blocked = [
+            asyncio.ensure_future(intake.enqueue(_wake(office, worker, f"w{n}")))
+            for n in range(1, 12)
+        ]
+        await asyncio.sleep(0.1)
+        others = asyncio.gather(
+            intake.enqueue(_wake(office, office.other_worker.id, "o")),
+            intake.enqueue(_wake(office, office.coordinator.id, "c")),
+            asyncio.to_thread(lambda: "a thread was free"),
+        )
+        answered = await asyncio.wait_for(others, 5)
+        assert [r.outcome for r in answered[:2]] == [IntakeOutcome.CREATED] * 2
+        assert answered[2] == "a thread was free"
+        assert not first.done()
+        assert not any(wake.done() for wake in blocked)
+    results = await asyncio.wait_for(asyncio.gather(first, *blocked), 10)
+    # The agent's wakes were written in arrival order once it was free.
+    assert [r.outcome for r in results] == [IntakeOutcome.CREATED] + [IntakeOutcome.COALESCED] * 11
+    ids = [r.request.id for r in results]
+    assert ids == sorted(ids)
+    assert _count(office, wakeup_requests) == 14
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+async def test_closing_the_service_fails_a_wake_still_waiting_for_its_agent(
+    office: Office,
+) -> None:
+    """Break-it: intake writes were left in flight after ``Service.close``."""
+    intake = office.service.intake
+    with _agent_locked_elsewhere(office, office.worker.id):
+        waiting = asyncio.ensure_future(intake.enqueue(_wake(office, office.worker.id, "w")))
+        await asyncio.sleep(0.1)
+        await asyncio.wait_for(intake.close(), 5)
+        with pytest.raises(BusyError, match="stayed locked by other work"):
+            await waiting
+    assert _count(office, wakeup_requests) == 0
+    assert (await intake.enqueue(_wake(office, office.worker.id, "w"))).run is not None
+
+
+async def test_a_wake_naming_another_workspaces_agent_fails_alone(office: Office) -> None:
+    """Break-it: the mismatch rolled back the whole group."""
+    intake = office.service.intake
+    stranger = _wake(office, office.worker.id, "x")
+    stranger = WakeRequest(
+        workspace_id="another-workspace",
+        agent_id=stranger.agent_id,
+        source=stranger.source,
+        payload=stranger.payload,
+        idempotency_key="x",
+    )
+    with _commits(office) as commits:
+        kept, refused = await asyncio.gather(
+            intake.enqueue(_wake(office, office.other_worker.id, "k")),
+            intake.enqueue(stranger),
+            return_exceptions=True,
+        )
+    assert isinstance(refused, NotFoundError)
+    assert refused.field == "agent_id"
+    assert not isinstance(kept, BaseException)
+    assert kept.outcome is IntakeOutcome.CREATED
+    assert len(commits) == 1
 
 
 def _fail_enqueues_of(

@@ -8,52 +8,50 @@ from collections.abc import Sequence
 
 import pytest
 
-from office_scheduler.intake.group import ALONE, GroupCommit, Outcome
+from office_scheduler.intake.group import BUSY, GroupCommit, Outcome
+
+
+class GaveUp(Exception):
+    pass
 
 
 class Recorder:
-    """Doubles numbers: odd ones fail, multiples of 10 are handed back to be written alone.
-
-    Records every batch and every lone write; ``release`` holds batches, ``release_one``
-    holds lone writes of items listed in ``held``.
-    """
+    """Doubles numbers; odd ones fail. An item's key is ``n // 100``; items of a key in
+    ``busy`` come back BUSY. Records every batch; ``release`` holds batches."""
 
     def __init__(self) -> None:
         self.batches: list[list[int]] = []
-        self.alone: list[int] = []
         self.release = threading.Event()
         self.release.set()
-        self.release_one = threading.Event()
-        self.release_one.set()
-        self.held: set[int] = set()
+        self.busy: set[int] = set()
 
     def batch(self, items: Sequence[int]) -> list[Outcome[int]]:
         self.release.wait(5)
         self.batches.append(list(items))
         return [self._outcome(n) for n in items]
 
-    def one(self, item: int) -> int:
-        if item in self.held:
-            self.release_one.wait(5)
-        self.alone.append(item)
-        if item % 2:
-            raise ValueError(f"odd {item}")
-        return item * 2
-
-    @staticmethod
-    def _outcome(n: int) -> Outcome[int]:
-        if n % 10 == 0 and n:
-            return ALONE
+    def _outcome(self, n: int) -> Outcome[int]:
+        if n // 100 in self.busy:
+            return BUSY
         return ValueError(f"odd {n}") if n % 2 else n * 2
 
-    def group(self, max_batch: int = 10) -> GroupCommit[int, int]:
-        return GroupCommit(self.batch, self.one, max_batch=max_batch)
+    def written(self) -> list[int]:
+        return [n for batch in self.batches for n in batch if n // 100 not in self.busy]
+
+    def group(self, max_batch: int = 10, give_up_after_s: float = 5.0) -> GroupCommit[int, int]:
+        return GroupCommit(
+            self.batch,
+            key=lambda n: n // 100,
+            max_batch=max_batch,
+            give_up_after_s=give_up_after_s,
+            gave_up=lambda n: GaveUp(f"gave up on {n}"),
+        )
 
 
-async def test_a_lone_call_is_written_alone() -> None:
+async def test_a_lone_call_is_a_batch_of_one() -> None:
     recorder = Recorder()
     assert await recorder.group().submit(4) == 8
-    assert (recorder.batches, recorder.alone) == ([], [4])
+    assert recorder.batches == [[4]]
 
 
 async def test_concurrent_calls_share_a_batch_in_arrival_order() -> None:
@@ -69,15 +67,13 @@ async def test_calls_arriving_during_a_write_form_the_next_batch_capped() -> Non
     recorder.release.clear()
     group = recorder.group(max_batch=2)
     first = asyncio.ensure_future(group.submit(2))
-    second = asyncio.ensure_future(group.submit(4))
     await asyncio.sleep(0.05)  # the first batch is in its thread, held by `release`
-    later = [asyncio.ensure_future(group.submit(n)) for n in (6, 8, 12, 14, 16)]
+    later = [asyncio.ensure_future(group.submit(n)) for n in (4, 6, 8, 12, 14)]
     await asyncio.sleep(0)
     recorder.release.set()
-    assert list(await asyncio.gather(first, second)) == [4, 8]
-    assert await asyncio.gather(*later) == [12, 16, 24, 28, 32]
-    assert recorder.batches == [[2, 4], [6, 8], [12, 14]]
-    assert recorder.alone == [16]  # the last batch held one item: written alone
+    assert await first == 4
+    assert list(await asyncio.gather(*later)) == [8, 12, 16, 24, 28]
+    assert recorder.batches == [[2], [4, 6], [8, 12], [14]]
 
 
 async def test_an_items_exception_reaches_its_caller_alone() -> None:
@@ -89,18 +85,46 @@ async def test_an_items_exception_reaches_its_caller_alone() -> None:
     assert results[2] == 8
 
 
-async def test_an_item_handed_back_is_answered_when_its_own_write_ends() -> None:
+async def test_a_busy_key_waits_in_order_and_holds_up_no_other_key() -> None:
     recorder = Recorder()
-    recorder.held = {20}
-    recorder.release_one.clear()
+    recorder.busy = {1}
     group = recorder.group()
-    slow = asyncio.ensure_future(group.submit(20))  # handed back, then held in its write
-    quick = asyncio.ensure_future(group.submit(2))
-    assert await asyncio.wait_for(quick, 5) == 4  # not held up by the slow one
-    assert not slow.done()
-    recorder.release_one.set()
-    assert await slow == 40
-    assert (recorder.batches, recorder.alone) == ([[20, 2]], [20])
+    first = asyncio.ensure_future(group.submit(102))
+    other = asyncio.ensure_future(group.submit(4))
+    assert await asyncio.wait_for(other, 5) == 8  # not held up by key 1
+    later = asyncio.ensure_future(group.submit(104))  # queues behind 102
+    quick = asyncio.ensure_future(group.submit(6))
+    assert await asyncio.wait_for(quick, 5) == 12
+    assert not first.done()
+    assert not later.done()
+    recorder.busy = set()
+    assert list(await asyncio.wait_for(asyncio.gather(first, later), 5)) == [204, 208]
+    tried_key_1 = [batch for batch in recorder.batches if any(n // 100 == 1 for n in batch)]
+    assert tried_key_1[-1][:2] == [102, 104]  # written together, in arrival order
+    assert all(102 in batch for batch in tried_key_1)  # 104 never went ahead of 102
+
+
+async def test_a_key_busy_too_long_gives_up_on_its_items() -> None:
+    recorder = Recorder()
+    recorder.busy = {1}
+    group = recorder.group(give_up_after_s=0.05)
+    results = await asyncio.wait_for(
+        asyncio.gather(group.submit(102), group.submit(104), return_exceptions=True), 5
+    )
+    assert [str(r) for r in results] == ["gave up on 102", "gave up on 104"]
+    assert all(isinstance(r, GaveUp) for r in results)
+
+
+async def test_close_fails_what_waits_for_a_busy_key_and_leaves_the_group_usable() -> None:
+    recorder = Recorder()
+    recorder.busy = {1}
+    group = recorder.group()
+    waiting = asyncio.ensure_future(group.submit(102))
+    assert await group.submit(4) == 8
+    await asyncio.wait_for(group.close(), 5)
+    with pytest.raises(GaveUp):
+        await waiting
+    assert await group.submit(6) == 12
 
 
 async def test_a_failing_batch_fails_each_of_its_callers_and_the_next_one_runs() -> None:
@@ -112,15 +136,21 @@ async def test_a_failing_batch_fails_each_of_its_callers_and_the_next_one_runs()
             raise OSError("disk full")
         return list(items)
 
-    group = GroupCommit(broken_once, lambda n: n, max_batch=10)
+    group: GroupCommit[int, int] = GroupCommit(
+        broken_once, key=lambda n: n, max_batch=10, give_up_after_s=1, gave_up=GaveUp
+    )
     results = await asyncio.gather(*(group.submit(n) for n in (1, 2)), return_exceptions=True)
     assert [type(r) for r in results] == [OSError, OSError]
     assert list(await asyncio.gather(group.submit(3), group.submit(4))) == [3, 4]
     assert calls == [[1, 2], [3, 4]]
 
 
+def _group(write: object) -> GroupCommit[int, int]:
+    return GroupCommit(write, key=lambda n: n, max_batch=10, give_up_after_s=1, gave_up=GaveUp)  # type: ignore[arg-type]
+
+
 async def test_a_short_answer_from_the_batch_fails_its_callers_instead_of_hanging() -> None:
-    group: GroupCommit[int, int] = GroupCommit(lambda items: [1], lambda n: n, max_batch=10)
+    group = _group(lambda items: [1])
     results = await asyncio.gather(*(group.submit(n) for n in (1, 2)), return_exceptions=True)
     assert all(isinstance(r, RuntimeError) for r in results)
 
@@ -134,7 +164,7 @@ async def test_a_base_exception_in_the_batch_answers_every_caller() -> None:
     def interrupted(items: Sequence[int]) -> list[Outcome[int]]:
         raise Interrupt
 
-    group: GroupCommit[int, int] = GroupCommit(interrupted, lambda n: n, max_batch=10)
+    group = _group(interrupted)
     callers = [asyncio.ensure_future(group.submit(n)) for n in (1, 2)]
     done, _ = await asyncio.wait(callers, timeout=5)
     assert len(done) == 2
@@ -146,9 +176,7 @@ async def test_a_base_exception_in_the_batch_answers_every_caller() -> None:
 
 async def test_a_stop_iteration_outcome_reaches_its_caller_as_a_runtime_error() -> None:
     """Break-it: a future refuses a StopIteration, which left the batch's callers hanging."""
-    group: GroupCommit[int, int] = GroupCommit(
-        lambda items: [StopIteration(), *items[1:]], lambda n: n, max_batch=10
-    )
+    group = _group(lambda items: [StopIteration(), *items[1:]])
     results = await asyncio.wait_for(
         asyncio.gather(*(group.submit(n) for n in (1, 2, 3)), return_exceptions=True), 5
     )
@@ -168,7 +196,7 @@ async def test_a_caller_cancelled_while_waiting_withdraws_its_item() -> None:
     await asyncio.sleep(0)
     withdrawn.cancel()
     recorder.release.set()
-    assert await asyncio.gather(*held, *kept) == [4, 8, 16, 24]
+    assert list(await asyncio.gather(*held, *kept)) == [4, 8, 16, 24]
     assert withdrawn.cancelled()
     assert recorder.batches == [[2, 4], [8, 12]]
 
@@ -218,7 +246,7 @@ def test_a_later_asyncio_run_starts_afresh() -> None:
     group = recorder.group()
     assert asyncio.run(group.submit(2)) == 4
     assert asyncio.run(group.submit(6)) == 12
-    assert recorder.alone == [2, 6]
+    assert recorder.batches == [[2], [6]]
 
 
 def test_max_batch_must_be_positive() -> None:

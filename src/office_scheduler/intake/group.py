@@ -1,21 +1,25 @@
 """Group commit: concurrent callers' blocking writes share one worker-thread call.
 
 While one batch is being written, the calls that arrive queue up; the next batch takes
-all of them (up to a cap) in arrival order. A lone call is a batch of one, so it waits
-for nothing: grouping only happens when calls overlap, which is exactly when one commit
-(one ``fsync`` on SQLite, one round trip on PostgreSQL) for many pays.
+them (up to a cap) in arrival order. A lone call is a batch of one, so it waits for
+nothing: grouping only happens when calls overlap, which is exactly when one commit (one
+``fsync`` on SQLite, one round trip on PostgreSQL) for many pays.
 
-A batch may hand items back (:data:`ALONE`): each is then written by a call of its own,
-concurrently, and its caller is answered as soon as that write ends. That is how one
-item that must wait (its agent locked by someone else) or that failed the batch's
-transaction stops holding up the others.
+Every item has a key (intake: its agent). A batch may answer :data:`BUSY` for an item whose
+key someone else holds (the agent's row locked by another transaction): the item, and
+every later item of the same key, then waits in this event loop (no thread is parked on
+the lock) and is tried again in a later batch, with backoff, until the key is free or
+``give_up_after_s`` has passed. Items of one key are always written in arrival order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
@@ -24,37 +28,62 @@ ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
 
 
-class _Alone(Enum):
-    ALONE = "alone"
+class _Busy(Enum):
+    BUSY = "busy"
 
 
-#: An outcome of ``write_batch``: write this item again with ``write_one``, on its own.
-ALONE: Literal[_Alone.ALONE] = _Alone.ALONE
+#: An outcome of ``write_batch``: the item's key is held elsewhere; try it again later.
+BUSY: Literal[_Busy.BUSY] = _Busy.BUSY
 
 #: What a batch function returns for each item: its result, the exception to raise to that
-#: item's caller alone, or :data:`ALONE`.
-Outcome: TypeAlias = ResultT | Exception | Literal[_Alone.ALONE]
+#: item's caller alone, or :data:`BUSY`.
+Outcome: TypeAlias = ResultT | Exception | Literal[_Busy.BUSY]
+
+#: First pause before a busy key is tried again, and the longest (seconds); it doubles.
+RETRY_FIRST_S = 0.01
+RETRY_MAX_S = 0.5
+
+
+@dataclass
+class _Entry(Generic[ItemT, ResultT]):
+    item: ItemT
+    future: asyncio.Future[ResultT]
+
+
+@dataclass
+class _Waiting(Generic[ItemT, ResultT]):
+    """The entries of one busy key, oldest first, and when to try them again."""
+
+    entries: list[_Entry[ItemT, ResultT]]
+    since: float
+    attempts: int = 0
+    retry_at: float = 0.0
 
 
 @dataclass
 class _LoopState(Generic[ItemT, ResultT]):
-    """What one event loop has waiting and writing."""
+    """What one event loop has queued, waiting on busy keys, and writing."""
 
-    pending: list[tuple[ItemT, asyncio.Future[ResultT]]] = field(default_factory=list)
+    pending: deque[_Entry[ItemT, ResultT]] = field(default_factory=deque)
+    busy: dict[Hashable, _Waiting[ItemT, ResultT]] = field(default_factory=dict)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
     flusher: asyncio.Task[None] | None = None
-    alone: set[asyncio.Task[None]] = field(default_factory=set)
+    closing: bool = False
 
 
 class GroupCommit(Generic[ItemT, ResultT]):
     """Batches concurrent :meth:`submit` calls into calls of ``write_batch`` in a thread.
 
     Args:
-        write_batch: blocking; gets the items of one batch (arrival order, at least two)
-            and returns one :data:`Outcome` per item, in the same order. An exception it
-            raises itself goes to every caller of the batch.
-        write_one: blocking; writes one item alone (a lone call, or an item its batch
-            handed back as :data:`ALONE`) and returns its result or raises.
+        write_batch: blocking; gets the items of one batch (arrival order; several items
+            of one key keep theirs) and returns one :data:`Outcome` per item, in the same
+            order. An exception it raises itself goes to every caller of the batch.
+        key: the key of an item (items of a busy key wait together, in order).
         max_batch: most items one call of ``write_batch`` gets.
+        give_up_after_s: how long an item may wait for its busy key (seconds); then its
+            caller gets ``gave_up(item)``.
+        gave_up: the exception for an item whose key stayed busy too long, or that was
+            still waiting when :meth:`close` was called.
 
     Each event loop that calls :meth:`submit` has its own queue and batches.
     """
@@ -62,15 +91,19 @@ class GroupCommit(Generic[ItemT, ResultT]):
     def __init__(
         self,
         write_batch: Callable[[Sequence[ItemT]], Sequence[Outcome[ResultT]]],
-        write_one: Callable[[ItemT], ResultT],
         *,
+        key: Callable[[ItemT], Hashable],
         max_batch: int,
+        give_up_after_s: float,
+        gave_up: Callable[[ItemT], Exception],
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         self._write_batch = write_batch
-        self._write_one = write_one
+        self._key = key
         self._max_batch = max_batch
+        self._give_up_after_s = give_up_after_s
+        self._gave_up = gave_up
         self._loops: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, _LoopState[ItemT, ResultT]
         ] = weakref.WeakKeyDictionary()
@@ -78,82 +111,147 @@ class GroupCommit(Generic[ItemT, ResultT]):
     async def submit(self, item: ItemT) -> ResultT:
         """Write ``item`` with whatever other items are waiting; return its result.
 
-        A caller cancelled while its item waits for a batch withdraws it; once its batch
-        is being written, the item is written all the same (as any call handed to a
-        thread).
+        A caller cancelled before its item is taken into a batch withdraws it; once its
+        batch is being written, the item is written all the same.
 
         Raises:
-            Exception: the item's own exception, or its batch's.
+            Exception: the item's own exception, its batch's, or ``gave_up(item)``.
         """
         loop = asyncio.get_running_loop()
         state = self._loops.get(loop)
         if state is None:
             state = self._loops[loop] = _LoopState()
         future: asyncio.Future[ResultT] = loop.create_future()
-        state.pending.append((item, future))
+        state.pending.append(_Entry(item, future))
+        state.arrived.set()
         if state.flusher is None:
             state.flusher = loop.create_task(self._flush(state))
         return await future
 
+    async def close(self) -> None:
+        """Finish this event loop's writes; fail what still waits for a busy key.
+
+        Queued items are written; items waiting for a busy key get ``gave_up``. Returns
+        when no write of this event loop is left in flight. Call it before the database is
+        closed. Idempotent; the group stays usable.
+        """
+        state = self._loops.get(asyncio.get_running_loop())
+        if state is None:
+            return
+        state.closing = True
+        state.arrived.set()
+        try:
+            flusher = state.flusher
+            if flusher is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(flusher)
+        finally:
+            state.closing = False
+
     async def _flush(self, state: _LoopState[ItemT, ResultT]) -> None:
         try:
-            while state.pending:
-                batch = [entry for entry in state.pending[: self._max_batch] if _waiting(entry)]
-                del state.pending[: self._max_batch]
-                if len(batch) == 1:
-                    await self._alone(batch[0])
-                elif batch:
-                    await self._write(state, batch)
+            while state.pending or state.busy:
+                batch, retried = self._take(state)
+                if batch:
+                    await self._write(state, batch, retried)
+                    continue
+                if state.closing:
+                    self._fail_waiting(state)
+                    continue
+                pause = min(waiting.retry_at for waiting in state.busy.values()) - time.monotonic()
+                state.arrived.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(state.arrived.wait(), max(pause, 0.0))
         except BaseException:
-            for _, future in state.pending:
-                future.cancel()
+            for entry in state.pending:
+                entry.future.cancel()
             state.pending.clear()
+            self._fail_waiting(state, cancel=True)
             raise
         finally:
             state.flusher = None
 
+    def _take(
+        self, state: _LoopState[ItemT, ResultT]
+    ) -> tuple[list[_Entry[ItemT, ResultT]], dict[Hashable, _Waiting[ItemT, ResultT]]]:
+        """The next batch, and the busy keys it tries again.
+
+        Busy keys due for another try come first (oldest first), then new items in arrival
+        order; a new item of a key still busy queues behind that key.
+        """
+        now = time.monotonic()
+        batch: list[_Entry[ItemT, ResultT]] = []
+        retried: dict[Hashable, _Waiting[ItemT, ResultT]] = {}
+        for key, waiting in list(state.busy.items()):
+            waiting.entries = [entry for entry in waiting.entries if not entry.future.done()]
+            if not waiting.entries:
+                del state.busy[key]
+            elif now - waiting.since > self._give_up_after_s:
+                del state.busy[key]
+                for entry in waiting.entries:
+                    _resolve(entry.future, self._gave_up(entry.item))
+            elif waiting.retry_at <= now and (
+                not batch or len(batch) + len(waiting.entries) <= self._max_batch
+            ):  # a key's items stay together, even beyond the cap
+                del state.busy[key]
+                retried[key] = waiting
+                batch += waiting.entries
+        while state.pending and len(batch) < self._max_batch:
+            entry = state.pending.popleft()
+            if entry.future.done():  # withdrawn by its cancelled caller
+                continue
+            key = self._key(entry.item)
+            if key in state.busy:
+                state.busy[key].entries.append(entry)
+            else:
+                batch.append(entry)
+        return batch, retried
+
     async def _write(
-        self, state: _LoopState[ItemT, ResultT], batch: list[tuple[ItemT, asyncio.Future[ResultT]]]
+        self,
+        state: _LoopState[ItemT, ResultT],
+        batch: list[_Entry[ItemT, ResultT]],
+        retried: dict[Hashable, _Waiting[ItemT, ResultT]],
     ) -> None:
         outcomes: Sequence[Outcome[ResultT]]
         try:
-            outcomes = await asyncio.to_thread(self._write_batch, [item for item, _ in batch])
+            outcomes = await asyncio.to_thread(self._write_batch, [e.item for e in batch])
         except Exception as exc:
             outcomes = [exc] * len(batch)
         except BaseException as exc:
-            _fail(batch, RuntimeError(f"the batch was interrupted: {exc!r}"))
+            for entry in batch:
+                _resolve(entry.future, RuntimeError(f"the batch was interrupted: {exc!r}"))
             raise
         if len(outcomes) != len(batch):
             error = RuntimeError(f"write_batch returned {len(outcomes)} outcomes for {len(batch)}")
             outcomes = [error] * len(batch)
+        now = time.monotonic()
         for entry, outcome in zip(batch, outcomes, strict=True):
-            if outcome is ALONE:
-                if _waiting(entry):
-                    task = asyncio.get_running_loop().create_task(self._alone(entry))
-                    state.alone.add(task)
-                    task.add_done_callback(state.alone.discard)
-            else:
-                _resolve(entry[1], outcome)
+            if outcome is not BUSY:
+                _resolve(entry.future, outcome)
+                continue
+            key = self._key(entry.item)
+            waiting = state.busy.get(key)
+            if waiting is None:
+                waiting = retried.pop(key, None) or _Waiting(entries=[], since=now)
+                waiting.entries = []
+                waiting.attempts += 1
+                delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (waiting.attempts - 1))
+                waiting.retry_at = now + delay
+                state.busy[key] = waiting
+            waiting.entries.append(entry)
 
-    async def _alone(self, entry: tuple[ItemT, asyncio.Future[ResultT]]) -> None:
-        item, future = entry
-        try:
-            result = await asyncio.to_thread(self._write_one, item)
-        except Exception as exc:
-            _resolve(future, exc)
-        except BaseException as exc:
-            _resolve(future, RuntimeError(f"the write was interrupted: {exc!r}"))
-            raise
-        else:
-            _resolve(future, result)
-
-
-def _waiting(entry: tuple[object, asyncio.Future[Any]]) -> bool:
-    """Its caller still waits (it was not cancelled)."""
-    return not entry[1].done()
+    def _fail_waiting(self, state: _LoopState[ItemT, ResultT], *, cancel: bool = False) -> None:
+        for waiting in state.busy.values():
+            for entry in waiting.entries:
+                if cancel:
+                    entry.future.cancel()
+                else:
+                    _resolve(entry.future, self._gave_up(entry.item))
+        state.busy.clear()
 
 
-def _resolve(future: asyncio.Future[ResultT], outcome: ResultT | Exception) -> None:
+def _resolve(future: asyncio.Future[Any], outcome: object) -> None:
     """Answer a caller that still waits; never raises."""
     if future.done():
         return
@@ -163,8 +261,3 @@ def _resolve(future: asyncio.Future[ResultT], outcome: ResultT | Exception) -> N
         future.set_exception(outcome)
     else:
         future.set_result(outcome)
-
-
-def _fail(batch: list[tuple[ItemT, asyncio.Future[ResultT]]], error: Exception) -> None:
-    for _, future in batch:
-        _resolve(future, error)

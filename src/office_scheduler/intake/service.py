@@ -17,7 +17,7 @@ from office_scheduler.domain.errors import BusyError, InvalidInputError, NotFoun
 from office_scheduler.domain.events import Event, WakeupReceived
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.status import IntakeOutcome
-from office_scheduler.intake.group import ALONE, GroupCommit, Outcome
+from office_scheduler.intake.group import BUSY, GroupCommit, Outcome
 from office_scheduler.intake.rules import decide_merge
 from office_scheduler.store.engine import is_deadlock
 from office_scheduler.store.facade import Store
@@ -37,6 +37,9 @@ _DEADLOCK_ATTEMPTS = 3
 #: Most wakes one batch may carry for one agent. Each merges into the same run, whose
 #: context is rewritten every time, and the agent stays locked until the batch commits.
 MAX_BATCH_WAKES_PER_AGENT = 50
+#: How long a wake waits for its agent while another transaction holds it (seconds), as
+#: long as a statement may run (``OFFICE_DB_STATEMENT_TIMEOUT_S``' default).
+BUSY_AGENT_WAIT_S = 30.0
 #: Most concurrent wakes :meth:`Intake.enqueue` commits together. The write lock (SQLite)
 #: or the agents' row locks (PostgreSQL) are held until the group commits.
 GROUP_COMMIT_MAX = 64
@@ -80,6 +83,13 @@ def for_wake(exc: OfficeError, index: int) -> OfficeError:
 Publish = Callable[[Event], Awaitable[None]]
 
 
+def _agent_stayed_busy(request: WakeRequest) -> BusyError:
+    return BusyError(
+        f"agent {request.agent_id} stayed locked by other work: nothing was written; "
+        "send the wake again"
+    )
+
+
 class Poke(Protocol):
     """The runs loop's ``poke``: look at the queue now (``at=None``) or no later than ``at``."""
 
@@ -105,7 +115,11 @@ class Intake:
         self._poke = poke
         self._publish = publish
         self._group: GroupCommit[WakeRequest, IntakeResult] = GroupCommit(
-            self.persist_group, self.persist, max_batch=GROUP_COMMIT_MAX
+            self.persist_group,
+            key=lambda request: request.agent_id,
+            max_batch=GROUP_COMMIT_MAX,
+            give_up_after_s=BUSY_AGENT_WAIT_S,
+            gave_up=_agent_stayed_busy,
         )
 
     @retry_if_connection_lost
@@ -135,16 +149,13 @@ class Intake:
         """Blocking: persist independent wakes in one transaction; outcomes their own.
 
         Returns, in the order of ``requests``, each wake's result, the error that rejected
-        it (a wake failing :func:`validate_request` is left out of the group), or
-        :data:`~office_scheduler.intake.group.ALONE`: write it again on its own.
-
-        The group first locks the agents it can without waiting (PostgreSQL: in id order,
-        ``SKIP LOCKED``); a wake whose agent is held by another transaction, or does not
-        exist, is handed back to wait or fail on its own, so it holds up no other wake.
-        The rest are written in arrival order. If the group's transaction fails in any way
-        (a wake's agent in another workspace, a lost connection, a full disk), nothing of it
-        is kept and each of its wakes is handed back, so each gets the outcome it would
-        have had alone.
+        it, or :data:`~office_scheduler.intake.group.BUSY` when another transaction holds
+        its agent (the group never waits for a lock: it locks the agents it can, on
+        PostgreSQL in id order with ``SKIP LOCKED``; the wake is tried again later).
+        Wakes are written in the order given. If the group's transaction fails otherwise
+        (a lost connection, a full disk), nothing of it is kept and each wake is written
+        again in a transaction of its own, so each gets the outcome it would have had
+        alone; once one of an agent's wakes is busy there, its later ones are too.
         """
         outcomes: dict[int, Outcome[IntakeResult]] = {}
         valid: list[int] = []
@@ -154,21 +165,69 @@ class Intake:
                 valid.append(index)
             except Exception as exc:
                 outcomes[index] = exc
-        windows: dict[str, timedelta] = {}
-        written: dict[int, Outcome[IntakeResult]] = {}
         try:
             with self._store.db.transaction():
-                mine = self._store.queue.lock_free_agents({requests[i].agent_id for i in valid})
-                for index in valid:
-                    row = mine.get(requests[index].agent_id)
-                    written[index] = (
-                        ALONE if row is None else self._persist_valid(requests[index], windows, row)
-                    )
+                outcomes.update(self._write_group(requests, valid, {}))
         except Exception as exc:
-            log.info("wake_group_rolled_back", wakes=len(valid), error=str(exc))
-            written = dict.fromkeys(valid, ALONE)
-        outcomes.update(written)
+            if len(valid) == 1:
+                outcomes[valid[0]] = exc
+            else:
+                log.info("wake_group_rolled_back", wakes=len(valid), error=str(exc))
+                outcomes.update(self._write_one_by_one(requests, valid))
         return [outcomes[index] for index in range(len(requests))]
+
+    def _write_one_by_one(
+        self, requests: Sequence[WakeRequest], indexes: Sequence[int]
+    ) -> dict[int, Outcome[IntakeResult]]:
+        outcomes: dict[int, Outcome[IntakeResult]] = {}
+        busy: set[str] = set()
+        for index in indexes:
+            agent_id = requests[index].agent_id
+            if agent_id in busy:  # an agent's wakes keep their order
+                outcomes[index] = BUSY
+                continue
+            try:
+                with self._store.db.transaction():
+                    outcomes.update(self._write_group(requests, [index], {}))
+            except Exception as exc:
+                outcomes[index] = exc
+            if outcomes[index] is BUSY:
+                busy.add(agent_id)
+        return outcomes
+
+    def _write_group(
+        self, requests: Sequence[WakeRequest], indexes: Sequence[int], windows: dict[str, timedelta]
+    ) -> dict[int, Outcome[IntakeResult]]:
+        """Inside the caller's transaction: lock what can be locked, write those wakes."""
+        agent_ids = {requests[index].agent_id for index in indexes}
+        queue = self._store.queue
+        mine = queue.lock_free_agents(agent_ids)
+        absent = queue.missing_agents(agent_ids - mine.keys()) if len(mine) < len(agent_ids) else ()
+        written: dict[int, Outcome[IntakeResult]] = {}
+        for index in indexes:
+            request = requests[index]
+            row = mine.get(request.agent_id)
+            if row is None:
+                written[index] = (
+                    NotFoundError(f"agent {request.agent_id} not found", field="agent_id")
+                    if request.agent_id in absent
+                    else BUSY
+                )
+            elif row["workspace_id"] != request.workspace_id:
+                written[index] = NotFoundError(
+                    f"agent {request.agent_id} not found in workspace {request.workspace_id}",
+                    field="agent_id",
+                )
+            else:
+                written[index] = self._persist_valid(request, windows, row)
+        return written
+
+    async def close(self) -> None:
+        """Finish the wakes being written before the database is closed.
+
+        Wakes still waiting for a busy agent fail with :class:`BusyError`.
+        """
+        await self._group.close()
 
     def persist(self, request: WakeRequest, *, window: timedelta | None = None) -> IntakeResult:
         """The database half of :meth:`enqueue`, blocking; call it from a worker thread.

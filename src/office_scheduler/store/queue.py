@@ -221,6 +221,9 @@ _LOCK_FREE_AGENTS = (
     .order_by(agents.c.id)
     .with_for_update(skip_locked=True)
 )
+_EXISTING_AGENTS = sa.select(agents.c.id).where(
+    agents.c.id.in_(sa.bindparam("agent_ids", expanding=True))
+)
 _LOCK_INTAKE_AGENT = (
     sa.select(*_INTAKE_AGENT_COLUMNS)
     .where(agents.c.id == sa.bindparam("agent_id"))
@@ -422,6 +425,14 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         with self._db.write() as conn:
             found = conn.execute(_LOCK_FREE_AGENTS, {"agent_ids": sorted(set(agent_ids))})
             return {row["id"]: row for row in found.mappings()}
+
+    def missing_agents(self, agent_ids: Collection[str]) -> set[str]:
+        """Those of ``agent_ids`` that are not agents (inside the caller's transaction, if any)."""
+        if not agent_ids:
+            return set()
+        with self._db.write() as conn:
+            found = conn.execute(_EXISTING_AGENTS, {"agent_ids": sorted(set(agent_ids))})
+            return set(agent_ids) - set(found.scalars())
 
     def claim(self, *, now: datetime, node_id: str, lease: timedelta, limit: int) -> list[Run]:
         """Claim up to ``limit`` due runs, at most one per agent per call, oldest first.
