@@ -111,8 +111,9 @@ class GroupCommit(Generic[ItemT, ResultT]):
     async def submit(self, item: ItemT) -> ResultT:
         """Write ``item`` with whatever other items are waiting; return its result.
 
-        A caller cancelled before its item is taken into a batch withdraws it; once its
-        batch is being written, the item is written all the same.
+        A caller cancelled while its item waits (queued, or waiting for its busy key)
+        withdraws it; an item whose batch is being written at that moment is written all
+        the same.
 
         Raises:
             Exception: the item's own exception, its batch's, or ``gave_up(item)``.
