@@ -7,6 +7,7 @@ ended as ``unexpected error`` (exit 1) instead of a usage error.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,15 +94,19 @@ def test_show_commands_read_only_the_record_named(api: Api, url: str, tmp_path: 
     # '../tasks/ID?' used to read the task through 'office runs show' and 'approval show'.
     for group in ("runs", "approval", "routine", "budget", "wakeups"):
         shown = _office(url, tmp_path, api.admin_token, group, "show", f"../tasks/{task}?")
-        assert shown.exit_code == 1, (group, shown.stdout)
         assert task not in shown.stdout
-        assert "not found" in shown.stderr.lower()
+        if group in ("runs", "wakeups"):  # numeric ids: refused before any request
+            assert shown.exit_code == 2, (group, shown.stdout)
+            assert "is not an id (a whole number of at least 1)" in shown.stderr
+        else:
+            assert shown.exit_code == 1, (group, shown.stdout)
+            assert "not found" in shown.stderr.lower()
 
 
 @pytest.mark.parametrize("bad", ["", "a\x00b", "\udcff"], ids=["empty", "nul", "surrogate"])
 @pytest.mark.parametrize(
     "command",
-    [("task", "show"), ("approval", "approve"), ("runs", "show"), ("agent", "pause")],
+    [("task", "show"), ("approval", "approve"), ("agent", "pause")],
     ids=" ".join,
 )
 def test_an_unusable_id_is_a_usage_error(
@@ -157,6 +162,8 @@ def test_a_good_token_still_works(api: Api, url: str, tmp_path: Path) -> None:
         ("inbox", "dismiss", "0"),
         ("activity", "list", "--run", "-3"),
         ("wakeups", "list", "--run", "1.5"),
+        ("runs", "show", "abc"),
+        ("wakeups", "show", ""),
         ("inbox", "resolve", "\u00b2"),  # a digit to str.isdigit, not to int()
         ("inbox", "resolve", "\u2460"),
     ],
@@ -192,3 +199,17 @@ def test_an_id_with_a_slash_says_what_was_not_found(api: Api, url: str, tmp_path
         "office: not found: /tasks/bad/../id (no such record; check the id, and that"
         f" --api-url {url} is the office server)\n"
     )
+
+
+def test_runs_and_wakeups_show_take_their_numeric_ids(api: Api, url: str, tmp_path: Path) -> None:
+    ws = api.workspace()["id"]
+    agent = api.agent(ws)["id"]
+    woken = api.ok("POST", f"/api/v1/agents/{agent}/wake", status=202, json={})
+    run = _office(url, tmp_path, api.admin_token, "--json", "runs", "show", str(woken["run_id"]))
+    wakeup = _office(
+        url, tmp_path, api.admin_token, "--json", "wakeups", "show", str(woken["wakeup"]["id"])
+    )
+    assert run.exit_code == 0, run.stderr
+    assert wakeup.exit_code == 0, wakeup.stderr
+    assert json.loads(run.stdout)["agent_id"] == agent
+    assert json.loads(wakeup.stdout)["run_id"] == woken["run_id"]

@@ -149,12 +149,12 @@ def runs_list(
 
 
 @runs_group.command("show")
-@click.argument("run_id")
+@click.argument("run_id", type=RECORD_ID)
 @json_option
-def runs_show(run_id: str) -> None:
+def runs_show(run_id: int) -> None:
     """Show one run."""
     with api() as client:
-        run = client.get(api_path("runs", run_id))
+        run = client.get(api_path("runs", str(run_id)))
     emit(run, lambda: click.echo(details(run, RUN_FIELDS)))
 
 
@@ -210,12 +210,12 @@ def wakeups_list(
 
 
 @wakeups_group.command("show")
-@click.argument("wakeup_id")
+@click.argument("wakeup_id", type=RECORD_ID)
 @json_option
-def wakeups_show(wakeup_id: str) -> None:
+def wakeups_show(wakeup_id: int) -> None:
     """Show one wakeup request."""
     with api() as client:
-        item = client.get(api_path("wakeups", wakeup_id))
+        item = client.get(api_path("wakeups", str(wakeup_id)))
     emit(item, lambda: click.echo(details(item, list(item))))
 
 
