@@ -24,19 +24,18 @@ class Recorder:
         self.release = threading.Event()
         self.release.set()
         self.busy: set[int] = set()
+        self.done: list[int] = []
 
     def batch(self, items: Sequence[int]) -> list[Outcome[int]]:
         self.release.wait(5)
         self.batches.append(list(items))
+        self.done += [n for n in items if n // 100 not in self.busy]
         return [self._outcome(n) for n in items]
 
     def _outcome(self, n: int) -> Outcome[int]:
         if n // 100 in self.busy:
             return BUSY
         return ValueError(f"odd {n}") if n % 2 else n * 2
-
-    def written(self) -> list[int]:
-        return [n for batch in self.batches for n in batch if n // 100 not in self.busy]
 
     def group(self, max_batch: int = 10, give_up_after_s: float = 5.0) -> GroupCommit[int, int]:
         return GroupCommit(
@@ -102,6 +101,19 @@ async def test_a_busy_key_waits_in_order_and_holds_up_no_other_key() -> None:
     tried_key_1 = [batch for batch in recorder.batches if any(n // 100 == 1 for n in batch)]
     assert tried_key_1[-1][:2] == [102, 104]  # written together, in arrival order
     assert all(102 in batch for batch in tried_key_1)  # 104 never went ahead of 102
+
+
+async def test_a_busy_key_with_more_items_than_a_batch_is_retried_in_capped_batches() -> None:
+    recorder = Recorder()
+    recorder.busy = {1}
+    group = recorder.group(max_batch=4)
+    items = [100 + 2 * n for n in range(10)]
+    callers = [asyncio.ensure_future(group.submit(n)) for n in items]
+    await asyncio.sleep(0.05)  # tried, busy, and queued behind the first
+    recorder.busy = set()
+    assert list(await asyncio.wait_for(asyncio.gather(*callers), 5)) == [2 * n for n in items]
+    assert max(len(batch) for batch in recorder.batches) <= 4
+    assert recorder.done == items  # arrival order, whatever the retries
 
 
 async def test_a_key_busy_too_long_gives_up_on_its_items() -> None:

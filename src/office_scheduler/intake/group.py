@@ -191,12 +191,14 @@ class GroupCommit(Generic[ItemT, ResultT]):
                 del state.busy[key]
                 for entry in waiting.entries:
                     _resolve(entry.future, self._gave_up(entry.item))
-            elif waiting.retry_at <= now and (
-                not batch or len(batch) + len(waiting.entries) <= self._max_batch
-            ):  # a key's items stay together, even beyond the cap
-                del state.busy[key]
+            elif waiting.retry_at <= now and len(batch) < self._max_batch:
+                # The oldest items of the key, as many as fit; the rest stay queued, due.
+                room = self._max_batch - len(batch)
+                batch += waiting.entries[:room]
+                waiting.entries = waiting.entries[room:]
                 retried[key] = waiting
-                batch += waiting.entries
+                if not waiting.entries:
+                    del state.busy[key]
         while state.pending and len(batch) < self._max_batch:
             entry = state.pending.popleft()
             if entry.future.done():  # withdrawn by its cancelled caller
@@ -226,21 +228,20 @@ class GroupCommit(Generic[ItemT, ResultT]):
         if len(outcomes) != len(batch):
             error = RuntimeError(f"write_batch returned {len(outcomes)} outcomes for {len(batch)}")
             outcomes = [error] * len(batch)
-        now = time.monotonic()
+        busy: dict[Hashable, list[_Entry[ItemT, ResultT]]] = {}
         for entry, outcome in zip(batch, outcomes, strict=True):
-            if outcome is not BUSY:
+            if outcome is BUSY:
+                busy.setdefault(self._key(entry.item), []).append(entry)
+            else:
                 _resolve(entry.future, outcome)
-                continue
-            key = self._key(entry.item)
-            waiting = state.busy.get(key)
-            if waiting is None:
-                waiting = retried.pop(key, None) or _Waiting(entries=[], since=now)
-                waiting.entries = []
-                waiting.attempts += 1
-                delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (waiting.attempts - 1))
-                waiting.retry_at = now + delay
-                state.busy[key] = waiting
-            waiting.entries.append(entry)
+        now = time.monotonic()
+        for key, entries in busy.items():
+            # Ahead of the key's items still queued: they arrived later.
+            waiting = state.busy.get(key) or retried.get(key) or _Waiting([], since=now)
+            waiting.entries = entries + (waiting.entries if key in state.busy else [])
+            waiting.attempts += 1
+            waiting.retry_at = now + min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (waiting.attempts - 1))
+            state.busy[key] = waiting
 
     def _fail_waiting(self, state: _LoopState[ItemT, ResultT], *, cancel: bool = False) -> None:
         for waiting in state.busy.values():
