@@ -188,7 +188,27 @@ async def test_closing_the_service_fails_a_wake_still_waiting_for_its_agent(
         with pytest.raises(BusyError, match="stayed locked by other work"):
             await waiting
     assert _count(office, wakeup_requests) == 0
-    assert (await intake.enqueue(_wake(office, office.worker.id, "w"))).run is not None
+    with pytest.raises(BusyError, match="shutting down"):  # break-it: it was written
+        await intake.enqueue(_wake(office, office.worker.id, "after"))
+    assert _count(office, wakeup_requests) == 0
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+async def test_a_wake_naming_another_workspaces_locked_agent_is_not_found_at_once(
+    office: Office,
+) -> None:
+    """Break-it: it waited as busy and ended with "send the wake again"."""
+    stranger = WakeRequest(
+        workspace_id="another-workspace",
+        agent_id=office.worker.id,
+        source=WakeSource.SELF,
+        payload={},
+    )
+    with (
+        _agent_locked_elsewhere(office, office.worker.id),
+        pytest.raises(NotFoundError, match="not found in workspace another-workspace"),
+    ):
+        await asyncio.wait_for(office.service.intake.enqueue(stranger), 2)
 
 
 async def test_a_wake_naming_another_workspaces_agent_fails_alone(office: Office) -> None:

@@ -127,6 +127,40 @@ async def test_a_key_busy_too_long_gives_up_on_its_items() -> None:
     assert all(isinstance(r, GaveUp) for r in results)
 
 
+async def test_a_give_up_or_a_withdrawal_leaves_no_error_behind() -> None:
+    """Break-it: the flusher crashed (``min()`` of nothing) once its last waiter left."""
+    errors: list[object] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, context: errors.append(context))
+    recorder = Recorder()
+    recorder.busy = {1, 2}
+    group = recorder.group(give_up_after_s=0.05)
+    with pytest.raises(GaveUp):
+        await asyncio.wait_for(group.submit(102), 5)
+    withdrawn = asyncio.ensure_future(group.submit(202))
+    await asyncio.sleep(0.02)
+    withdrawn.cancel()
+    await asyncio.sleep(0.1)
+    recorder.busy = set()
+    assert await asyncio.wait_for(group.submit(4), 5) == 8
+    assert errors == []
+
+
+async def test_each_item_has_its_own_give_up_clock_and_progress_resets_the_backoff() -> None:
+    """Break-it: items that arrived late behind a busy key, or whose key was making
+    progress, inherited the key's first give-up clock."""
+    recorder = Recorder()
+    group = recorder.group(give_up_after_s=0.3)
+    recorder.busy = {1}
+    early = asyncio.ensure_future(group.submit(102))
+    await asyncio.sleep(0.25)
+    late = asyncio.ensure_future(group.submit(104))  # 0.05 s before the first gives up
+    with pytest.raises(GaveUp):
+        await asyncio.wait_for(early, 5)
+    assert not late.done()
+    recorder.busy = set()
+    assert await asyncio.wait_for(late, 5) == 208
+
+
 async def test_close_fails_what_waits_for_a_busy_key_and_leaves_the_group_usable() -> None:
     recorder = Recorder()
     recorder.busy = {1}

@@ -39,8 +39,9 @@ BUSY: Literal[_Busy.BUSY] = _Busy.BUSY
 #: item's caller alone, or :data:`BUSY`.
 Outcome: TypeAlias = ResultT | Exception | Literal[_Busy.BUSY]
 
-#: First pause before a busy key is tried again, and the longest (seconds); it doubles.
-RETRY_FIRST_S = 0.01
+#: First pause before a busy key is tried again, and the longest (seconds); it doubles
+#: while no item of the key gets written. Claims hold an agent for a millisecond or two.
+RETRY_FIRST_S = 0.002
 RETRY_MAX_S = 0.5
 
 
@@ -48,6 +49,8 @@ RETRY_MAX_S = 0.5
 class _Entry(Generic[ItemT, ResultT]):
     item: ItemT
     future: asyncio.Future[ResultT]
+    #: When it was submitted (``time.monotonic()``): its own give-up clock.
+    queued_at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -55,7 +58,6 @@ class _Waiting(Generic[ItemT, ResultT]):
     """The entries of one busy key, oldest first, and when to try them again."""
 
     entries: list[_Entry[ItemT, ResultT]]
-    since: float
     attempts: int = 0
     retry_at: float = 0.0
 
@@ -80,8 +82,8 @@ class GroupCommit(Generic[ItemT, ResultT]):
             order. An exception it raises itself goes to every caller of the batch.
         key: the key of an item (items of a busy key wait together, in order).
         max_batch: most items one call of ``write_batch`` gets.
-        give_up_after_s: how long an item may wait for its busy key (seconds); then its
-            caller gets ``gave_up(item)``.
+        give_up_after_s: how long an item may wait, counted from its submission, while
+            its key is busy (seconds); then its caller gets ``gave_up(item)``.
         gave_up: the exception for an item whose key stayed busy too long, or that was
             still waiting when :meth:`close` was called.
 
@@ -159,6 +161,8 @@ class GroupCommit(Generic[ItemT, ResultT]):
                 if state.closing:
                     self._fail_waiting(state)
                     continue
+                if not state.busy:  # its last items gave up or were withdrawn
+                    continue
                 pause = min(waiting.retry_at for waiting in state.busy.values()) - time.monotonic()
                 state.arrived.clear()
                 with contextlib.suppress(TimeoutError):
@@ -184,13 +188,15 @@ class GroupCommit(Generic[ItemT, ResultT]):
         batch: list[_Entry[ItemT, ResultT]] = []
         retried: dict[Hashable, _Waiting[ItemT, ResultT]] = {}
         for key, waiting in list(state.busy.items()):
-            waiting.entries = [entry for entry in waiting.entries if not entry.future.done()]
+            kept = []
+            for entry in waiting.entries:
+                if now - entry.queued_at > self._give_up_after_s:
+                    _resolve(entry.future, self._gave_up(entry.item))
+                elif not entry.future.done():
+                    kept.append(entry)
+            waiting.entries = kept
             if not waiting.entries:
                 del state.busy[key]
-            elif now - waiting.since > self._give_up_after_s:
-                del state.busy[key]
-                for entry in waiting.entries:
-                    _resolve(entry.future, self._gave_up(entry.item))
             elif waiting.retry_at <= now and len(batch) < self._max_batch:
                 # The oldest items of the key, as many as fit; the rest stay queued, due.
                 room = self._max_batch - len(batch)
@@ -229,17 +235,19 @@ class GroupCommit(Generic[ItemT, ResultT]):
             error = RuntimeError(f"write_batch returned {len(outcomes)} outcomes for {len(batch)}")
             outcomes = [error] * len(batch)
         busy: dict[Hashable, list[_Entry[ItemT, ResultT]]] = {}
+        progressed: set[Hashable] = set()
         for entry, outcome in zip(batch, outcomes, strict=True):
             if outcome is BUSY:
                 busy.setdefault(self._key(entry.item), []).append(entry)
             else:
+                progressed.add(self._key(entry.item))
                 _resolve(entry.future, outcome)
         now = time.monotonic()
         for key, entries in busy.items():
             # Ahead of the key's items still queued: they arrived later.
-            waiting = state.busy.get(key) or retried.get(key) or _Waiting([], since=now)
+            waiting = state.busy.get(key) or retried.get(key) or _Waiting([])
             waiting.entries = entries + (waiting.entries if key in state.busy else [])
-            waiting.attempts += 1
+            waiting.attempts = 1 if key in progressed else waiting.attempts + 1
             waiting.retry_at = now + min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (waiting.attempts - 1))
             state.busy[key] = waiting
 

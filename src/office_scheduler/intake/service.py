@@ -114,6 +114,7 @@ class Intake:
         self._clock = clock
         self._poke = poke
         self._publish = publish
+        self._closed = False
         self._group: GroupCommit[WakeRequest, IntakeResult] = GroupCommit(
             self.persist_group,
             key=lambda request: request.agent_id,
@@ -140,7 +141,11 @@ class Intake:
         Raises:
             NotFoundError: the agent or workspace does not exist.
             InvalidInputError: see :func:`validate_request`.
+            BusyError: another transaction held the agent for :data:`BUSY_AGENT_WAIT_S`,
+                or the service is closing; nothing was written.
         """
+        if self._closed:
+            raise BusyError("the office service is shutting down: nothing was written")
         result = await self._group.submit(request)
         await self.announce(request, result)
         return result
@@ -202,31 +207,36 @@ class Intake:
         agent_ids = {requests[index].agent_id for index in indexes}
         queue = self._store.queue
         mine = queue.lock_free_agents(agent_ids)
-        absent = queue.missing_agents(agent_ids - mine.keys()) if len(mine) < len(agent_ids) else ()
+        others = (
+            queue.agent_workspaces(agent_ids - mine.keys()) if len(mine) < len(agent_ids) else {}
+        )
         written: dict[int, Outcome[IntakeResult]] = {}
         for index in indexes:
             request = requests[index]
             row = mine.get(request.agent_id)
-            if row is None:
-                written[index] = (
-                    NotFoundError(f"agent {request.agent_id} not found", field="agent_id")
-                    if request.agent_id in absent
-                    else BUSY
+            workspace = row["workspace_id"] if row is not None else others.get(request.agent_id)
+            if workspace is None:
+                written[index] = NotFoundError(
+                    f"agent {request.agent_id} not found", field="agent_id"
                 )
-            elif row["workspace_id"] != request.workspace_id:
+            elif workspace != request.workspace_id:
                 written[index] = NotFoundError(
                     f"agent {request.agent_id} not found in workspace {request.workspace_id}",
                     field="agent_id",
                 )
+            elif row is None:
+                written[index] = BUSY  # another transaction holds the agent
             else:
                 written[index] = self._persist_valid(request, windows, row)
         return written
 
     async def close(self) -> None:
-        """Finish the wakes being written before the database is closed.
+        """Finish the wakes being written before the database is closed; refuse new ones.
 
-        Wakes still waiting for a busy agent fail with :class:`BusyError`.
+        Wakes still waiting for a busy agent, and wakes enqueued afterwards, fail with
+        :class:`BusyError`.
         """
+        self._closed = True
         await self._group.close()
 
     def persist(self, request: WakeRequest, *, window: timedelta | None = None) -> IntakeResult:

@@ -221,7 +221,7 @@ _LOCK_FREE_AGENTS = (
     .order_by(agents.c.id)
     .with_for_update(skip_locked=True)
 )
-_EXISTING_AGENTS = sa.select(agents.c.id).where(
+_AGENT_WORKSPACES = sa.select(agents.c.id, agents.c.workspace_id).where(
     agents.c.id.in_(sa.bindparam("agent_ids", expanding=True))
 )
 _LOCK_INTAKE_AGENT = (
@@ -426,13 +426,16 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             found = conn.execute(_LOCK_FREE_AGENTS, {"agent_ids": sorted(set(agent_ids))})
             return {row["id"]: row for row in found.mappings()}
 
-    def missing_agents(self, agent_ids: Collection[str]) -> set[str]:
-        """Those of ``agent_ids`` that are not agents (inside the caller's transaction, if any)."""
+    def agent_workspaces(self, agent_ids: Collection[str]) -> dict[str, str]:
+        """The workspace of each of ``agent_ids`` that is an agent (no lock taken).
+
+        Inside the caller's transaction, if any.
+        """
         if not agent_ids:
-            return set()
+            return {}
         with self._db.write() as conn:
-            found = conn.execute(_EXISTING_AGENTS, {"agent_ids": sorted(set(agent_ids))})
-            return set(agent_ids) - set(found.scalars())
+            found = conn.execute(_AGENT_WORKSPACES, {"agent_ids": sorted(set(agent_ids))})
+            return {agent_id: workspace_id for agent_id, workspace_id in found}
 
     def claim(self, *, now: datetime, node_id: str, lease: timedelta, limit: int) -> list[Run]:
         """Claim up to ``limit`` due runs, at most one per agent per call, oldest first.
