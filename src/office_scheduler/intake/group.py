@@ -83,7 +83,8 @@ class GroupCommit(Generic[ItemT, ResultT]):
         key: the key of an item (items of a busy key wait together, in order).
         max_batch: most items one call of ``write_batch`` gets.
         give_up_after_s: how long an item may wait, counted from its submission, while
-            its key is busy (seconds); then its caller gets ``gave_up(item)``.
+            its key is busy (seconds): the first try after that which finds the key busy
+            gives its caller ``gave_up(item)``.
         gave_up: the exception for an item whose key stayed busy too long, or that was
             still waiting when :meth:`close` was called.
 
@@ -188,13 +189,7 @@ class GroupCommit(Generic[ItemT, ResultT]):
         batch: list[_Entry[ItemT, ResultT]] = []
         retried: dict[Hashable, _Waiting[ItemT, ResultT]] = {}
         for key, waiting in list(state.busy.items()):
-            kept = []
-            for entry in waiting.entries:
-                if now - entry.queued_at > self._give_up_after_s:
-                    _resolve(entry.future, self._gave_up(entry.item))
-                elif not entry.future.done():
-                    kept.append(entry)
-            waiting.entries = kept
+            waiting.entries = [entry for entry in waiting.entries if not entry.future.done()]
             if not waiting.entries:
                 del state.busy[key]
             elif waiting.retry_at <= now and len(batch) < self._max_batch:
@@ -236,13 +231,15 @@ class GroupCommit(Generic[ItemT, ResultT]):
             outcomes = [error] * len(batch)
         busy: dict[Hashable, list[_Entry[ItemT, ResultT]]] = {}
         progressed: set[Hashable] = set()
+        now = time.monotonic()
         for entry, outcome in zip(batch, outcomes, strict=True):
-            if outcome is BUSY:
-                busy.setdefault(self._key(entry.item), []).append(entry)
-            else:
+            if outcome is not BUSY:
                 progressed.add(self._key(entry.item))
                 _resolve(entry.future, outcome)
-        now = time.monotonic()
+            elif now - entry.queued_at > self._give_up_after_s:  # that was its last try
+                _resolve(entry.future, self._gave_up(entry.item))
+            else:
+                busy.setdefault(self._key(entry.item), []).append(entry)
         for key, entries in busy.items():
             # Ahead of the key's items still queued: they arrived later.
             waiting = state.busy.get(key) or retried.get(key) or _Waiting([])
