@@ -20,7 +20,7 @@ from office_scheduler.domain.status import InboxKind, OutcomeStatus, RunReason, 
 from office_scheduler.pipeline.budget import record_cost
 from office_scheduler.pipeline.context import RunContext
 from office_scheduler.pipeline.output import OutputRecorder
-from office_scheduler.pipeline.planning import pick_executor, planned_cwd, planned_executor
+from office_scheduler.pipeline.planning import pick_executor, planned_cwd, planned_session
 from office_scheduler.pipeline.prompting import PRIOR_SESSION, build_run_prompt
 from office_scheduler.pipeline.redaction import Redactor
 from office_scheduler.pipeline.retries import record_failure
@@ -43,8 +43,7 @@ async def build_context(ctx: RunContext, call_next: Next) -> None:
 async def _build_prompt(ctx: RunContext) -> None:
     assert ctx.agent is not None
     assert ctx.workspace is not None
-    config = planned_executor(ctx)
-    cwd = str(planned_cwd(ctx, config)) if config is not None else None
+    config, cwd = planned_session(ctx)
     await build_run_prompt(ctx, executor=config, cwd=cwd)
 
 

@@ -55,3 +55,12 @@ def planned_cwd(ctx: RunContext, config: ExecutorConfig) -> Path:
     if not cwd.is_absolute():
         cwd = Path.cwd() / cwd
     return cwd
+
+
+def planned_session(ctx: RunContext) -> tuple[ExecutorConfig | None, str | None]:
+    """The executor and absolute working directory the prompt is built for.
+
+    ``(None, None)`` when no executor is planned.
+    """
+    config = planned_executor(ctx)
+    return config, str(planned_cwd(ctx, config)) if config is not None else None

@@ -25,7 +25,7 @@ from office_scheduler.domain.models import (
 )
 from office_scheduler.domain.summaries import ApprovalDecision, ContinuationSummary
 from office_scheduler.pipeline.context import RunContext
-from office_scheduler.pipeline.planning import planned_cwd, planned_executor
+from office_scheduler.pipeline.planning import planned_session
 from office_scheduler.prompts import (
     DeltaInput,
     PromptInput,
@@ -70,12 +70,6 @@ def _gather(
         return _read_material(store, store.queue.get_run(run_id), task, config, cwd)
 
 
-def _planned(ctx: RunContext) -> tuple[ExecutorConfig | None, str | None]:
-    """The executor and working directory the prompt is built for (see :mod:`.planning`)."""
-    config = planned_executor(ctx)
-    return config, str(planned_cwd(ctx, config)) if config is not None else None
-
-
 def read_ahead(ctx: RunContext) -> None:
     """Read the material of the run's first prompt now (blocking), for :func:`build_run_prompt`.
 
@@ -86,7 +80,7 @@ def read_ahead(ctx: RunContext) -> None:
     (``ctx.run``, not read again): a wake merged in since fails the start's
     compare-and-set on the context version, and the prompt is rebuilt.
     """
-    config, cwd = _planned(ctx)
+    config, cwd = planned_session(ctx)
     found = _read_material(ctx.deps.store, ctx.run, ctx.task, config, cwd)
     ctx.extras[_READ_AHEAD] = (config, cwd, found)
 

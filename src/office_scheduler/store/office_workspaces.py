@@ -73,6 +73,13 @@ _WORKSPACE_WITH_SETTINGS = (
     .select_from(workspaces.outerjoin(workspace_settings))
     .where(workspaces.c.id == sa.bindparam("workspace_id"))
 )
+
+
+def coalesce_window_of(seconds: float | None) -> timedelta:
+    """A stored ``coalesce_window_s`` as a hold (a workspace without settings: the default)."""
+    return WorkspaceSettings().coalesce_window if seconds is None else timedelta(seconds=seconds)
+
+
 _COALESCE_WINDOW = (
     sa.select(workspaces.c.id, workspace_settings.c.coalesce_window_s)
     .select_from(workspaces.outerjoin(workspace_settings))
@@ -185,10 +192,7 @@ class WorkspaceMethods:
             row = conn.execute(_COALESCE_WINDOW, {"workspace_id": workspace_id}).first()
         if row is None:
             raise NotFoundError(f"workspace {workspace_id} not found", field="workspace_id")
-        seconds = row.coalesce_window_s
-        return (
-            WorkspaceSettings().coalesce_window if seconds is None else timedelta(seconds=seconds)
-        )
+        return coalesce_window_of(row.coalesce_window_s)
 
     def find_workspace_by_name(self, name: str) -> Workspace | None:
         """Return the workspace called ``name``, or ``None``."""

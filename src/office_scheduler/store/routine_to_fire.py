@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import NotFoundError
-from office_scheduler.domain.models import WorkspaceSettings
 from office_scheduler.domain.routines import Routine
+from office_scheduler.store.office_workspaces import coalesce_window_of
 from office_scheduler.store.routine_rows import routine_from_row
 from office_scheduler.store.rows import Row
 from office_scheduler.store.schema import agents, routines, workspace_settings
@@ -58,15 +58,10 @@ class RoutinesToFire:
         row = self._rows.get(routine_id)
         if row is None:
             raise NotFoundError(f"routine {routine_id} not found", field="routine_id")
-        seconds = row["coalesce_window_s"]
         return RoutineToFire(
             routine=routine_from_row(row),
             assignee_exists=bool(row["assignee_exists"]),
-            coalesce_window=(
-                WorkspaceSettings().coalesce_window
-                if seconds is None
-                else timedelta(seconds=seconds)
-            ),
+            coalesce_window=coalesce_window_of(row["coalesce_window_s"]),
         )
 
 
