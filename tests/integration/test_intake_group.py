@@ -6,6 +6,7 @@ import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -14,7 +15,11 @@ from helpers import Office
 from office_scheduler.domain.errors import BusyError, InvalidInputError, NotFoundError
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.status import IntakeOutcome, WakeSource
+from office_scheduler.intake.rules import decide_merge
+from office_scheduler.store.notify import WakeListener, wake_payload
+from office_scheduler.store.queue import IntakeResult
 from office_scheduler.store.schema import agents, runs, wakeup_requests
+from office_scheduler.store.shared_writes import SharedWrites
 
 
 def _wake(office: Office, agent_id: str, key: str | None, payload: object = None) -> WakeRequest:
@@ -314,3 +319,145 @@ async def test_a_caller_key_longer_than_500_characters_is_refused_naming_500(
         await office.service.wake(office.worker.id, idempotency_key="k" * 501)
     assert refused.value.field == "idempotency_key"
     assert (await office.service.wake(office.worker.id, idempotency_key="k" * 500)).run
+
+
+def _held(office: Office, agent_id: str, key: str, *, hold: bool = True) -> WakeRequest:
+    """A self wake, held for the workspace's 5 s coalescing window unless ``hold`` is off
+    (as for a user wake)."""
+    return WakeRequest(
+        workspace_id=office.workspace.id,
+        agent_id=agent_id,
+        source=WakeSource.SELF,
+        payload={"key": key},
+        idempotency_key=key,
+        hold=hold,
+    )
+
+
+async def test_a_duplicate_of_a_wake_earlier_in_the_group_gets_that_wakes_run(
+    office: Office,
+) -> None:
+    """A group records its wakes' outcomes in one batch at its end; a duplicate read back
+    before then must still see the original's run (not a request without one)."""
+    intake = office.service.intake
+    first, again = await asyncio.gather(
+        intake.enqueue(_wake(office, office.worker.id, "twice")),
+        intake.enqueue(_wake(office, office.worker.id, "twice")),
+    )
+    assert first.outcome is IntakeOutcome.CREATED
+    assert again.outcome is IntakeOutcome.DEDUPLICATED
+    assert first.run is not None
+    assert again.run is not None
+    assert again.run.id == first.run.id
+    assert again.request.run_id == first.run.id
+
+
+async def test_a_group_records_every_outcome_head_and_coalescing_entry(office: Office) -> None:
+    intake = office.service.intake
+    now = office.clock.now()
+    worker, other = office.worker.id, office.other_worker.id
+    results = await asyncio.gather(
+        intake.enqueue(_held(office, worker, "w1")),
+        intake.enqueue(_held(office, other, "o1")),
+        intake.enqueue(_held(office, worker, "w2")),
+        intake.enqueue(_held(office, worker, "w3", hold=False)),  # makes the run due now
+        intake.enqueue(_held(office, other, "o2")),
+    )
+    assert [r.outcome for r in results] == [
+        IntakeOutcome.CREATED,
+        IntakeOutcome.CREATED,
+        IntakeOutcome.COALESCED,
+        IntakeOutcome.COALESCED,
+        IntakeOutcome.COALESCED,
+    ]
+    with office.store.db.read() as conn:
+        stored = conn.execute(
+            sa.select(
+                wakeup_requests.c.idempotency_key,
+                wakeup_requests.c.status,
+                wakeup_requests.c.run_id,
+            ).order_by(wakeup_requests.c.id)
+        ).all()
+        head_rows = conn.execute(sa.select(agents.c.id, agents.c.next_queued_at)).all()
+    heads = {row.id: row.next_queued_at for row in head_rows}
+    by_key = {r.request.idempotency_key: r for r in results}
+    assert [(key, status) for key, status, _ in stored] == [
+        ("w1", "claimed"),
+        ("o1", "claimed"),
+        ("w2", "coalesced"),
+        ("w3", "coalesced"),
+        ("o2", "coalesced"),
+    ]
+    assert all(run_id == by_key[key].run.id for key, _, run_id in stored)  # type: ignore[union-attr]
+    # The worker's run was made due by "w3"; the other's waits out the 5 s hold.
+    assert heads[worker] == now
+    assert heads[other] == now + timedelta(seconds=5)
+    page = office.store.runlog.list_activity(office.workspace.id, kind="wakeup_coalesced")
+    assert sorted(e.data["wakeup_id"] for e in page.items) == [
+        by_key[key].request.id for key in ("w2", "w3", "o2")
+    ]
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+async def test_a_group_notifies_once_with_its_earliest_due(office: Office) -> None:
+    listener = WakeListener(office.store.db)
+    await listener.connect()
+    try:
+        intake = office.service.intake
+        now = office.clock.now()
+        await asyncio.gather(
+            intake.enqueue(_held(office, office.worker.id, "w1")),
+            intake.enqueue(_held(office, office.other_worker.id, "o1")),
+        )
+        assert await listener.wait(5) == [wake_payload(now + timedelta(seconds=5))]
+        await asyncio.gather(
+            intake.enqueue(_held(office, office.worker.id, "w2")),  # joins: no news
+            intake.enqueue(_held(office, office.coordinator.id, "c1", hold=False)),
+        )
+        assert await listener.wait(5) == [""]
+        assert await listener.wait(0.2) == []
+    finally:
+        await listener.close()
+
+
+async def test_a_run_the_group_kept_that_moved_on_is_read_again(office: Office) -> None:
+    """The run an earlier wake of the group wrote is reused only while the merge's
+    compare-and-set still holds; a run started meanwhile is left alone."""
+    queue = office.store.queue
+    now = office.clock.now()
+    shared = SharedWrites()
+
+    def enqueue(key: str) -> IntakeResult:
+        with office.store.db.transaction():
+            return queue.enqueue(
+                _wake(office, office.worker.id, key),
+                now=now,
+                hold=timedelta(0),
+                decide=decide_merge,
+                shared=shared,
+            )
+
+    first = enqueue("a")
+    assert first.run is not None
+    kept = dict(shared.in_flight)
+    with office.store.db.transaction():
+        queue.write_shared(shared)  # the queue head, so the claim finds the run
+    shared.in_flight.update(kept)  # as if the group went on
+    (claimed,) = queue.claim(now=now, node_id="n1", lease=timedelta(minutes=1), limit=1)
+    assert claimed.id == first.run.id
+    started = queue.mark_running(
+        claimed.id, expected_version=1, prompt="p", executor="fake", session_id=None, now=now
+    )
+    assert started is not None
+    # ``shared`` still holds the run as queued; the merge into it must not apply.
+    second = enqueue("b")
+    assert second.outcome is IntakeOutcome.CREATED
+    assert second.run is not None
+    assert second.run.id != first.run.id
+    with office.store.db.transaction():
+        queue.write_shared(shared)
+    with office.store.db.read() as conn:
+        contexts = conn.execute(
+            sa.select(runs.c.id, runs.c.coalesced_count).order_by(runs.c.id)
+        ).all()
+    assert [tuple(row) for row in contexts] == [(first.run.id, 1), (second.run.id, 1)]

@@ -23,6 +23,7 @@ from office_scheduler.store.engine import is_deadlock
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
 from office_scheduler.store.reconnect import retry_if_connection_lost
+from office_scheduler.store.shared_writes import SharedWrites
 
 log = structlog.get_logger(__name__)
 
@@ -203,8 +204,13 @@ class Intake:
     def _write_group(
         self, requests: Sequence[WakeRequest], indexes: Sequence[int], windows: dict[str, timedelta]
     ) -> dict[int, Outcome[IntakeResult]]:
-        """Inside the caller's transaction: lock what can be locked, write those wakes."""
+        """Inside the caller's transaction: lock what can be locked, write those wakes.
+
+        Their queue-head refreshes, activity entries and notifications are written once for
+        the group, at its end (:class:`~office_scheduler.store.shared_writes.SharedWrites`).
+        """
         agent_ids = {requests[index].agent_id for index in indexes}
+        shared = SharedWrites()
         queue = self._store.queue
         mine = queue.lock_free_agents(agent_ids)
         others = (
@@ -227,7 +233,8 @@ class Intake:
             elif row is None:
                 written[index] = BUSY  # another transaction holds the agent
             else:
-                written[index] = self._persist_valid(request, windows, row)
+                written[index] = self._persist_valid(request, windows, row, shared)
+        queue.write_shared(shared)
         return written
 
     async def close(self) -> None:
@@ -261,6 +268,7 @@ class Intake:
         request: WakeRequest,
         windows: dict[str, timedelta] | None = None,
         locked: Mapping[Any, Any] | None = None,
+        shared: SharedWrites | None = None,
     ) -> IntakeResult:
         # One transaction for the settings read and the writes (one pooled connection); a
         # wake without a hold (user wakes, fire now) needs no settings read. ``windows``
@@ -269,7 +277,12 @@ class Intake:
         with self._store.db.transaction():
             hold = self._hold(request, {} if windows is None else windows)
             return self._store.queue.enqueue(
-                request, now=self._clock.now(), hold=hold, decide=decide_merge, locked=locked
+                request,
+                now=self._clock.now(),
+                hold=hold,
+                decide=decide_merge,
+                locked=locked,
+                shared=shared,
             )
 
     def _hold(self, request: WakeRequest, windows: dict[str, timedelta]) -> timedelta:

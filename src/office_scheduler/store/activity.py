@@ -7,7 +7,7 @@ transaction (intake logs a coalesce that way, at the cost of one insert).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -127,6 +127,12 @@ _INSERT_ACTIVITY = sa.insert(activity_log)
 def insert_activity(conn: Connection, values: Mapping[str, Any]) -> None:
     """Add one entry (made by :func:`activity_values`) inside the caller's transaction."""
     conn.execute(_INSERT_ACTIVITY, dict(values))
+
+
+def insert_activities(conn: Connection, entries: Sequence[Mapping[str, Any]]) -> None:
+    """Add entries (made by :func:`activity_values`) in one statement, in order (no-op if none)."""
+    if entries:
+        conn.execute(_INSERT_ACTIVITY, [dict(values) for values in entries])
 
 
 class ActivityMethods:

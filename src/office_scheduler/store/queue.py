@@ -41,6 +41,7 @@ from office_scheduler.store.schema import (
     runs,
     wakeup_requests,
 )
+from office_scheduler.store.shared_writes import SET_WAKEUP_OUTCOME, SharedWrites
 from office_scheduler.store.sql import PerDialect, constants
 
 MergePolicy = Callable[[WakeRequest, Run | None], MergeDecision]
@@ -107,9 +108,6 @@ _INSERT_WAKEUP = PerDialect(
         .on_conflict_do_nothing(index_elements=["idempotency_key"])
         .returning(*wakeup_requests.c)
     )
-)
-_SET_WAKEUP_OUTCOME = sa.update(wakeup_requests).where(
-    wakeup_requests.c.id == sa.bindparam("wakeup_id")
 )
 _INSERT_RUN = sa.insert(runs).returning(*runs.c)
 _WAKEUP_BY_KEY = sa.select(wakeup_requests).where(
@@ -273,6 +271,7 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         hold: timedelta,
         decide: MergePolicy,
         locked: Mapping[Any, Any] | None = None,
+        shared: SharedWrites | None = None,
     ) -> IntakeResult:
         """Persist ``request`` and create or join a run, in one transaction (DESIGN §5).
 
@@ -284,6 +283,11 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             decide: the merge policy, given the request and the in-flight run.
             locked: the agent's row as :meth:`lock_free_agents` returned it in the
                 caller's transaction (the lock is held; saves taking it again).
+            shared: when given, the request's outcome, the queue-head refresh, the
+                activity entry and the notification are collected there, for the caller
+                to write once for all the wakes of its transaction
+                (:meth:`SharedWrites.flush` before it commits); it also keeps the run
+                each wake wrote, so the next wake of the same scope need not read it.
 
         Raises:
             NotFoundError: the agent does not exist, or not in ``request.workspace_id``.
@@ -305,6 +309,8 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             }
             inserted = conn.execute(_INSERT_WAKEUP(conn), values).mappings().first()
             if inserted is None:
+                if shared is not None:  # the original may be one of this group's wakes
+                    shared.write_outcomes(conn)
                 return self._duplicate(conn, request.idempotency_key)
             stored = wakeup_from_row(inserted)
 
@@ -319,14 +325,23 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             # The agent lock keeps other intakes out, but a pipeline may still move the
             # in-flight run on (claimed → running/ended) between our read and our merge;
             # the merge is a compare-and-set on its status, so read and decide again.
+            # Within a group, the run an earlier wake of this scope wrote is the in-flight
+            # run as of that write (only intake, under the agent lock, adds runs or context).
+            scope = (request.agent_id, request.task_id)
+            known = None if shared is None else shared.in_flight.pop(scope, None)
             for _attempt in range(_MERGE_ATTEMPTS):
-                in_flight = _in_flight(conn, request)
+                in_flight = known or _in_flight(conn, request)
+                known = None
                 decision = decide(request, in_flight)
                 if decision is MergeDecision.CREATE or in_flight is None:
                     break
                 merged = self._merge(conn, in_flight, request, entry, decision, now=now)
                 if merged is not None:
-                    insert_activity(conn, _coalesce_activity(request, stored.id, in_flight, now))
+                    activity = _coalesce_activity(request, stored.id, in_flight, now)
+                    if shared is None:
+                        insert_activity(conn, activity)
+                    else:
+                        shared.activities.append(activity)
                     break
             if merged is None:
                 run = self._create_run(conn, request, entry, now=now, hold=hold)
@@ -334,13 +349,17 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             else:
                 run = merged
                 status, outcome = WakeupStatus.COALESCED, IntakeOutcome.COALESCED
-            conn.execute(
-                _SET_WAKEUP_OUTCOME,
-                {"wakeup_id": stored.id, "status": status.value, "run_id": run.id},
-            )
+            outcome_row = {"wakeup_id": stored.id, "status": status.value, "run_id": run.id}
+            if shared is None:
+                conn.execute(SET_WAKEUP_OUTCOME, outcome_row)
+            else:
+                shared.outcomes.append(outcome_row)
+                shared.in_flight[scope] = run
             made_due = in_flight is not None and run.not_before < in_flight.not_before
             due = _first_claimable(run, agent["cooldown_until"], now)
-            if merged is None or made_due:
+            if (merged is None or made_due) and shared is not None:
+                shared.queue_changed(request.agent_id, due)
+            elif merged is None or made_due:
                 refresh_heads(conn, [request.agent_id])
                 # Idle processes should look again (a merge into a run already due or
                 # claimed changes nothing for them). Delivered when this transaction commits.
@@ -351,6 +370,11 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                 outcome=outcome,
                 due=due,
             )
+
+    def write_shared(self, shared: SharedWrites) -> None:
+        """Write what :meth:`enqueue` collected in ``shared`` (inside the same transaction)."""
+        with self._db.write() as conn:
+            shared.flush(conn, self._db.schema)
 
     def _duplicate(self, conn: Connection, key: str | None) -> IntakeResult:
         row = conn.execute(_WAKEUP_BY_KEY, {"key": key}).mappings().one()
