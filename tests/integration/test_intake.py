@@ -23,7 +23,7 @@ from office_scheduler.domain.status import (
 )
 from office_scheduler.intake.rules import decide_merge
 from office_scheduler.store import queue as queue_module
-from office_scheduler.store.schema import runs, wakeup_requests
+from office_scheduler.store.schema import agents, runs, wakeup_requests
 
 
 def _periodic(office: Office, agent_id: str, key: str | None = None) -> WakeRequest:
@@ -430,3 +430,49 @@ async def test_a_batch_holds_at_most_fifty_wakes_per_agent(office: Office) -> No
     assert raised.value.field == "wakes"
     assert "51 for agent" in raised.value.message
     assert _count(office, wakeup_requests) == 50
+
+
+async def test_a_batch_records_outcomes_heads_and_coalescing_once_for_all(office: Office) -> None:
+    """A batch writes its outcomes, heads and activity entries once at its end; a
+    duplicate of a wake earlier in the batch still gets that wake's run."""
+    worker, other = office.worker.id, office.other_worker.id
+    now = office.clock.now()
+    results = await office.service.intake.enqueue_many(
+        [
+            _event(office, worker, key="w1"),
+            _event(office, worker, key="w1"),
+            _event(office, worker, key="w2"),
+            _event(office, other, key="o1"),
+        ]
+    )
+    assert [r.outcome for r in results] == [
+        IntakeOutcome.CREATED,
+        IntakeOutcome.DEDUPLICATED,
+        IntakeOutcome.COALESCED,
+        IntakeOutcome.CREATED,
+    ]
+    first, duplicate, joined, created = results
+    assert first.run is not None
+    assert duplicate.run is not None
+    assert joined.run is not None
+    assert duplicate.run.id == joined.run.id == first.run.id
+    assert created.run is not None
+    assert first.request.status is WakeupStatus.CLAIMED
+    with office.store.db.read() as conn:
+        stored = conn.execute(
+            sa.select(wakeup_requests.c.id, wakeup_requests.c.status, wakeup_requests.c.run_id)
+        ).all()
+        heads = conn.execute(sa.select(agents.c.id, agents.c.next_queued_at)).all()
+    # A batch is written in agent id order, so compare by request.
+    assert {row.id: (row.status, row.run_id) for row in stored} == {
+        first.request.id: ("claimed", first.run.id),
+        joined.request.id: ("coalesced", first.run.id),
+        created.request.id: ("claimed", created.run.id),
+    }
+    window = timedelta(seconds=5)
+    assert {row.id: row.next_queued_at for row in heads if row.id in (worker, other)} == {
+        worker: now + window,
+        other: now + window,
+    }
+    page = office.store.runlog.list_activity(office.workspace.id, kind="wakeup_coalesced")
+    assert [e.data["wakeup_id"] for e in page.items] == [joined.request.id]

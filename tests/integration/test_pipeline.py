@@ -244,6 +244,9 @@ async def test_checkout_conflict_finishes_without_retry(office: Office) -> None:
     await _drain(office)
     assert _only_run(office, office.worker.id) == (RunStatus.FINISHED, RunReason.CHECKOUT_CONFLICT)
     assert office.executor.launches == []
+    # Ending the run that lost the race leaves the holder's checkout alone.
+    held = office.store.office.get_task(task.id)
+    assert (held.checkout_agent_id, held.checkout_run_id) == (office.other_worker.id, 999)
 
 
 def _executors(office: Office, *names: str) -> None:

@@ -384,17 +384,21 @@ class Intake:
         ``requests`` must have passed :meth:`check_batch`.
 
         Agents are locked in the order of their ids, whatever the order of ``requests``, so
-        two batches over the same agents cannot deadlock on PostgreSQL.
+        two batches over the same agents cannot deadlock on PostgreSQL. Their queue-head
+        refreshes, activity entries and notifications are written once for the batch
+        (:class:`~office_scheduler.store.shared_writes.SharedWrites`).
         """
         by_agent = sorted(range(len(requests)), key=lambda index: requests[index].agent_id)
         results: dict[int, IntakeResult] = {}
         windows: dict[str, timedelta] = {}
+        shared = SharedWrites()
         with self._store.db.transaction():
             for index in by_agent:
                 try:
-                    results[index] = self._persist_valid(requests[index], windows)
+                    results[index] = self._persist_valid(requests[index], windows, shared=shared)
                 except OfficeError as exc:
                     raise for_wake(exc, index) from None
+            self._store.queue.write_shared(shared)
         return [results[index] for index in range(len(requests))]
 
     async def announce(self, request: WakeRequest, result: IntakeResult) -> None:

@@ -30,6 +30,11 @@ _RELEASE_CHECKOUTS = (
     .where(tasks.c.checkout_run_id.in_(sa.bindparam("run_ids", expanding=True)))
     .values(checkout_agent_id=None, checkout_run_id=None, checkout_at=None)
 )
+_RELEASE_TASK_CHECKOUT = (
+    sa.update(tasks)
+    .where(tasks.c.id == sa.bindparam("task_id"), tasks.c.checkout_run_id == sa.bindparam("run_id"))
+    .values(checkout_agent_id=None, checkout_run_id=None, checkout_at=None)
+)
 _STAMP_COOLDOWN = sa.update(agents).where(agents.c.id == sa.bindparam("agent_id"))
 _INSERT_RUN_EVENT = sa.insert(run_events)
 
@@ -85,6 +90,15 @@ def get_run(conn: Connection, run_id: int) -> Run:
 def release_checkouts(conn: Connection, run_ids: Sequence[int]) -> None:
     """Release every task checkout held by ``run_ids``."""
     conn.execute(_RELEASE_CHECKOUTS, {"run_ids": list(run_ids)})
+
+
+def release_checkout_of(conn: Connection, run: Run) -> None:
+    """Release the checkout ``run`` holds, if any (a run only ever checks out its own task).
+
+    A taskless run holds none, so it costs no statement.
+    """
+    if run.task_id is not None:
+        conn.execute(_RELEASE_TASK_CHECKOUT, {"task_id": run.task_id, "run_id": run.id})
 
 
 def claim_fence(

@@ -27,7 +27,7 @@ from office_scheduler.store.queue_common import (
     earliest_not_before,
     live_run_exists,
     lock_agent_of_run,
-    release_checkouts,
+    release_checkout_of,
     release_stale_checkout,
     stamp_cooldown,
 )
@@ -112,7 +112,7 @@ class RetryTransitions:
             )
             if run is None:
                 return None
-            release_checkouts(conn, [run.id])
+            release_checkout_of(conn, run)
             revoke_run_tokens(conn, run.id, now)
             if run.started_at is not None:
                 stamp_cooldown(conn, agent, now)

@@ -20,6 +20,7 @@ from office_scheduler.store.queue_common import (
     earliest_not_before,
     insert_run_events,
     lock_agent_of_run,
+    release_checkout_of,
     release_checkouts,
     stamp_cooldown,
 )
@@ -205,7 +206,7 @@ class RunTransitions:
             if row is None:
                 return None
             run = run_from_row(row)
-            release_checkouts(conn, [run.id])
+            release_checkout_of(conn, run)
             revoke_run_tokens(conn, run.id, now)
             if (
                 run.started_at is None
