@@ -423,6 +423,10 @@ def test_workspaces_projects_and_agents_are_taken_by_name_as_by_id(
                 ("task", "create", "--title", "x", *by_name, "--project", " "),
                 ("task", "create", "--title", "x", *by_name, "--assignee", ""),
                 ("task", "update", other["id"], "--assignee", "", "--title", "t"),
+                ("task", "create", "--title", " ", *by_name),
+                ("task", "update", other["id"], "--title", ""),
+                ("task", "create", "--title", "x", *by_name, "--blocked-by", ""),
+                ("task", "update", other["id"], "--blocked-by", " "),
             )
         ]
     finally:
@@ -453,6 +457,10 @@ def test_workspaces_projects_and_agents_are_taken_by_name_as_by_id(
         (2, "office: --project needs a project id or name (leave it out for none)"),
         (2, "office: --assignee needs an agent id or name (leave it out for none)"),
         (2, "office: --assignee needs an agent id or name (--unassign removes it)"),
+        (2, "office: --title needs some text (every task has a title)"),
+        (2, "office: --title needs some text (leave it out to keep the title)"),
+        (2, "office: --blocked-by needs a task id (one per option)"),
+        (2, "office: --blocked-by needs a task id (one per option)"),
     ]
 
 

@@ -200,6 +200,9 @@ def test_webhook_trigger_prints_its_secret_once(served: Office) -> None:
     assert "secret" not in trigger
     listed = served.ok("routine", "trigger", "list", routine["id"])
     assert secret not in listed.stdout
+    header, row = listed.stdout.splitlines()
+    tz_cell = row[header.index("TZ") : header.index("NEXT RUN")]
+    assert tz_cell.strip() == "-"  # a webhook has no time zone (the cell was blank)
     assert "disabled" in served.ok("routine", "trigger", "disable", trigger["id"]).stdout
     refused = httpx.post(url, content=body, headers=headers)
     assert refused.status_code == 409

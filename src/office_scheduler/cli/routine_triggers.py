@@ -20,6 +20,19 @@ TRIGGER_COLUMNS = [
     ("signing", "signing_mode"),
     ("url", "url_path"),
 ]
+
+
+def trigger_rows(triggers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Triggers as the tables show them: a schedule's empty zone reads ``UTC``, others none."""
+    shown = []
+    for trigger in triggers:
+        zone = trigger.get("timezone") or None
+        if trigger.get("kind") == TriggerKind.SCHEDULE.value:
+            zone = zone or "UTC"
+        shown.append({**trigger, "timezone": zone})
+    return shown
+
+
 KINDS = click.Choice([kind.value for kind in TriggerKind])
 SIGNING = click.Choice([mode.value for mode in SigningMode])
 
@@ -93,7 +106,7 @@ def trigger_list(routine_id: str) -> None:
     with api() as client:
         routine_id = routine_ref(client, routine_id)
         triggers = client.get(api_path("routines", routine_id, "triggers"))["items"]
-    emit(triggers, lambda: click.echo(table(triggers, TRIGGER_COLUMNS, max_width=60)))
+    emit(triggers, lambda: click.echo(table(trigger_rows(triggers), TRIGGER_COLUMNS, max_width=60)))
 
 
 def _set_enabled(trigger_id: str, enabled: bool) -> None:

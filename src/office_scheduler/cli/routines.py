@@ -14,7 +14,7 @@ from office_scheduler.cli.client import (
     with_agent_names,
     workspace_id,
 )
-from office_scheduler.cli.routine_triggers import TRIGGER_COLUMNS, trigger_group
+from office_scheduler.cli.routine_triggers import TRIGGER_COLUMNS, trigger_group, trigger_rows
 from office_scheduler.cli.state import CliError, details, emit, json_option, table
 from office_scheduler.cli.state import state as current_state
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
@@ -171,7 +171,7 @@ def routine_show(routine_id: str) -> None:
         columns = [("variable", "name"), ("type", "type"), ("default", "default")]
         columns += [("required", "required"), ("options", "options")]
         click.echo("\n" + table(variables, columns))
-    click.echo("\ntriggers:\n" + table(triggers, TRIGGER_COLUMNS, max_width=60))
+    click.echo("\ntriggers:\n" + table(trigger_rows(triggers), TRIGGER_COLUMNS, max_width=60))
 
 
 @routine_group.command("create")

@@ -58,6 +58,11 @@ def _not_blank(option: str, value: str | None, what: str, instead: str) -> None:
         raise CliError(f"{option} needs {what} ({instead})", 2)
 
 
+def _blockers_not_blank(blocked_by: tuple[str, ...]) -> None:
+    for blocker in blocked_by:
+        _not_blank("--blocked-by", blocker, "a task id", "one per option")
+
+
 def _state(value: str | None) -> str | None:
     return None if value is None else value.upper()
 
@@ -88,8 +93,10 @@ def task_create(
     kanban: bool,
 ) -> None:
     """Create a task (assigned Office tasks wake their assignee)."""
+    _not_blank("--title", title, "some text", "every task has a title")
     _not_blank("--project", project, "a project id or name", "leave it out for none")
     _not_blank("--assignee", assignee, "an agent id or name", "leave it out for none")
+    _blockers_not_blank(blocked_by)
     with api() as client:
         if workspace is None and parent_id is not None:
             workspace = client.get(api_path("tasks", parent_id))["workspace_id"]
@@ -134,8 +141,10 @@ def task_update(
         raise CliError("--assignee and --unassign exclude each other", 2)
     if project is not None and no_project:
         raise CliError("--project and --no-project exclude each other", 2)
+    _not_blank("--title", title, "some text", "leave it out to keep the title")
     _not_blank("--project", project, "a project id or name", "--no-project removes it")
     _not_blank("--assignee", assignee, "an agent id or name", "--unassign removes it")
+    _blockers_not_blank(blocked_by)
     changes: dict[str, Any] = {
         key: value
         for key, value in (
