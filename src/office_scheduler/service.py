@@ -32,6 +32,7 @@ from office_scheduler.events.activity import ActivitySubscribers
 from office_scheduler.events.bus import EventBus
 from office_scheduler.events.office import OfficeSubscribers
 from office_scheduler.executors.base import Executor
+from office_scheduler.intake.rules import not_the_assignee
 from office_scheduler.intake.service import Intake, for_wake
 from office_scheduler.office.service import OfficeService
 from office_scheduler.pipeline.context import PipelineDeps, RunContext, Step, compose
@@ -377,7 +378,9 @@ class Service:
 
         Raises:
             NotFoundError: no such agent (or task).
-            InvalidInputError: a source other than ``user``/``self``.
+            InvalidInputError: a source other than ``user``/``self``, or a ``task_id``
+                the agent is not the assignee of (field ``task_id``: such a run would
+                only be cancelled as ``assignee_changed``).
         """
         try:
             source = WakeSource(source)
@@ -391,6 +394,13 @@ class Service:
             task = await asyncio.to_thread(self.store.office.get_task, task_id)
             if task.workspace_id != agent.workspace_id:
                 raise NotFoundError(f"task {task_id} not found", field="task_id")
+            if task.assignee_agent_id != agent.id:
+                raise InvalidInputError(
+                    not_the_assignee(
+                        task_id, await self._agent_name(task.assignee_agent_id), agent.name
+                    ),
+                    field="task_id",
+                )
         return await self.intake.enqueue(
             WakeRequest(
                 workspace_id=agent.workspace_id,
@@ -402,6 +412,15 @@ class Service:
                 hold=source is not WakeSource.USER,
             )
         )
+
+    async def _agent_name(self, agent_id: str | None) -> str | None:
+        """``agent_id``'s name for a message (its id if it vanished; ``None`` for none)."""
+        if agent_id is None:
+            return None
+        try:
+            return (await asyncio.to_thread(self.store.office.get_agent, agent_id)).name
+        except NotFoundError:
+            return agent_id
 
     async def wake_many(self, workspace_id: str, wakes: Sequence[Wake]) -> list[IntakeResult]:
         """Wake several agents of one workspace at once (source ``user``), all or nothing.
@@ -416,7 +435,8 @@ class Service:
                 ``wakes.<i>.agent_id`` or ``wakes.<i>.task_id``, the first in the order
                 sent); nothing is written.
             InvalidInputError: a bad payload or idempotency key (field ``wakes.<i>....``),
-                or more than 50 wakes for one agent.
+                a task the wake's agent is not the assignee of (``wakes.<i>.task_id``), or
+                more than 50 wakes for one agent.
             BusyError: concurrent work kept the batch from being written; send it again.
         """
         requests = []

@@ -420,7 +420,7 @@ def test_a_batch_of_wakes_is_taken_in_one_request_in_the_order_sent(api: Api) ->
     ws_id = api.workspace()["id"]
     first = api.agent(ws_id, "worker-1")["id"]
     second = api.agent(ws_id, "worker-2")["id"]
-    task = api.task(ws_id, workflow="kanban")["id"]
+    task = api.task(ws_id, workflow="kanban", assignee_agent_id=first)["id"]
     single = api.ok(
         "POST", f"/api/v1/agents/{second}/wake", status=202, json={"idempotency_key": "k1"}
     )
@@ -453,6 +453,7 @@ def test_a_batch_of_wakes_is_taken_in_one_request_in_the_order_sent(api: Api) ->
     [
         ({"agent_id": "ghost"}, 404, "wakes.1.agent_id"),
         ({"agent_id": "{agent}", "task_id": "ghost"}, 404, "wakes.1.task_id"),
+        ({"agent_id": "{agent}", "task_id": "{unassigned}"}, 422, "wakes.1.task_id"),
         ({"agent_id": "{other}"}, 404, "wakes.1.agent_id"),
         ({"agent_id": "{agent}", "payload": {"x": "y" * 300_000}}, 422, "wakes.1.payload"),
         ({"agent_id": "{agent}", "idempotency_key": ""}, 422, "wakes.1.idempotency_key"),
@@ -466,9 +467,9 @@ def test_a_batch_with_one_bad_wake_is_refused_whole_and_names_it(
     agent = api.agent(ws_id)["id"]
     other_ws = api.workspace("elsewhere")["id"]
     other = api.agent(other_ws, "stranger")["id"]
-    bad = {
-        k: v.format(agent=agent, other=other) if isinstance(v, str) else v for k, v in wake.items()
-    }
+    unassigned = api.task(ws_id, workflow="kanban")["id"]
+    names = {"agent": agent, "other": other, "unassigned": unassigned}
+    bad = {k: v.format(**names) if isinstance(v, str) else v for k, v in wake.items()}
     response = api.request(
         "POST",
         f"/api/v1/workspaces/{ws_id}/wakes",

@@ -192,13 +192,14 @@ def test_wake_sources_user_and_self(api: Api, office: Office) -> None:
     assert by_admin["wakeup"]["payload"] == {"reason": "standup", "payload": {"n": 1}}
     assert isinstance(by_admin["run_id"], int)
 
+    mine = api.task(office.ws, "mine", workflow="kanban", assignee_agent_id=office.agent)["id"]
     by_self = api.ok(
         "POST", f"/api/v1/agents/{office.agent}/wake", token=office.token, status=202,
-        json={"reason": "check CI later", "task_id": office.task, "idempotency_key": "me-1"},
+        json={"reason": "check CI later", "task_id": mine, "idempotency_key": "me-1"},
     )  # fmt: skip
     assert by_self["wakeup"]["source"] == "self"
     assert by_self["wakeup"]["agent_id"] == office.agent
-    assert by_self["wakeup"]["task_id"] == office.task
+    assert by_self["wakeup"]["task_id"] == mine
     assert by_self["wakeup"]["payload"] == {"reason": "check CI later", "payload": {}}
     wakeup = api.ok("GET", f"/api/v1/wakeups/{by_self['wakeup']['id']}", token=office.token)
     assert wakeup == by_self["wakeup"]
@@ -208,6 +209,19 @@ def test_wake_sources_user_and_self(api: Api, office: Office) -> None:
     )  # fmt: skip
     assert again["outcome"] == "deduplicated"
     assert again["wakeup"]["id"] == by_self["wakeup"]["id"]
+
+    # A run about a task someone else holds would only be cancelled (assignee_changed).
+    not_mine = api.request(
+        "POST", f"/api/v1/agents/{office.agent}/wake", token=office.token,
+        json={"reason": "peek", "task_id": office.task},
+    )  # fmt: skip
+    assert not_mine.status_code == 422
+    assert error_of(not_mine) == {
+        "code": "invalid",
+        "field": "task_id",
+        "message": f"task {office.task} has no assignee, and a wake about a task runs only for "
+        "its assignee: assign it to worker-1 first, or queue a run for any agent (runs queue)",
+    }
 
     other = api.request("POST", f"/api/v1/agents/{office.peer}/wake", token=office.token, json={})
     assert other.status_code == 403

@@ -42,9 +42,8 @@ class Office:
         self.ws = self.ok("POST", "/workspaces", json={"name": "acme", "settings": settings})["id"]
         body = {"name": "worker-1", "role": "worker", "cooldown_s": 0}
         self.agent = self.ok("POST", f"/workspaces/{self.ws}/agents", json=body)["id"]
-        self.task = self.ok(
-            "POST", f"/workspaces/{self.ws}/tasks", json={"title": "Ship the release"}
-        )["id"]
+        task = {"title": "Ship the release", "assignee_agent_id": self.agent}
+        self.task = self.ok("POST", f"/workspaces/{self.ws}/tasks", json=task)["id"]
         self.run_id = self.ok("POST", f"/agents/{self.agent}/wake", json={"task_id": self.task})[
             "run_id"
         ]

@@ -476,3 +476,25 @@ async def test_a_batch_records_outcomes_heads_and_coalescing_once_for_all(office
     }
     page = office.store.runlog.list_activity(office.workspace.id, kind="wakeup_coalesced")
     assert [e.data["wakeup_id"] for e in page.items] == [joined.request.id]
+
+
+async def test_a_wake_about_someone_elses_task_is_refused_naming_the_assignee(
+    office: Office,
+) -> None:
+    """README walk: such a wake was taken, and its run cancelled as ``assignee_changed``."""
+    task = office.store.office.create_task(
+        workspace_id=office.workspace.id,
+        title="theirs",
+        now=office.clock.now(),
+        assignee_agent_id=office.other_worker.id,
+    )
+    with pytest.raises(InvalidInputError) as refused:
+        await office.service.wake(office.worker.id, task_id=task.id)
+    assert refused.value.field == "task_id"
+    assert str(refused.value) == (
+        f"task {task.id} is assigned to bob, not to ann: a wake about a task runs only for "
+        "its assignee (wake bob, or queue a run for any agent: runs queue)"
+    )
+    assert office.store.listing.list_wakeups(agent_id=office.worker.id, limit=10).items == []
+    own = await office.service.wake(office.other_worker.id, task_id=task.id)
+    assert own.outcome is IntakeOutcome.CREATED

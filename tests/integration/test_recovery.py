@@ -392,7 +392,7 @@ async def test_lease_is_renewed_while_the_session_lives(office: Office, tmp_path
 async def test_leaked_checkouts_are_reaped(office: Office) -> None:
     queue = office.store.queue
     now = office.clock.now()
-    ended_holder = _lost_task(office, "held by an ended run")
+    ended_holder = _lost_task(office, "held by an ended run", assignee=office.other_worker.id)
     missing_holder = _lost_task(office, "held by a missing run")
     live_holder = _lost_task(office, "held by a live run")
     await office.service.wake(office.other_worker.id, task_id=ended_holder.id)

@@ -7,7 +7,10 @@ scope, decide whether to merge into it or to create a fresh run.
 from __future__ import annotations
 
 from office_scheduler.domain.models import Run, WakeRequest
-from office_scheduler.domain.status import Classification, MergeDecision, RunStatus
+from office_scheduler.domain.status import Classification, MergeDecision, RunStatus, WakeSource
+
+#: Wakes that people and agents send themselves (``Service.wake``, ``wake_many``).
+EXPLICIT_SOURCES = frozenset({WakeSource.USER, WakeSource.SELF})
 
 
 def needs_promotion(run: Run, request: WakeRequest) -> bool:
@@ -42,3 +45,21 @@ def decide_merge(request: WakeRequest, in_flight: Run | None) -> MergeDecision:
     if in_flight.status is RunStatus.CLAIMED and not promote:
         return MergeDecision.COALESCE
     return MergeDecision.CREATE
+
+
+def not_the_assignee(task_id: str, assignee: str | None, agent: str) -> str:
+    """Why an explicit wake about ``task_id`` for ``agent`` is refused (not its assignee).
+
+    Such a run would only be cancelled as ``assignee_changed`` by the staleness check
+    (specification "Staleness check"), so user and self wakes are refused up front.
+    ``assignee`` and ``agent`` are how the message names them (names or ids).
+    """
+    if assignee is None:
+        return (
+            f"task {task_id} has no assignee, and a wake about a task runs only for its "
+            f"assignee: assign it to {agent} first, or queue a run for any agent (runs queue)"
+        )
+    return (
+        f"task {task_id} is assigned to {assignee}, not to {agent}: a wake about a task runs "
+        f"only for its assignee (wake {assignee}, or queue a run for any agent: runs queue)"
+    )

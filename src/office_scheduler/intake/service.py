@@ -18,7 +18,7 @@ from office_scheduler.domain.events import Event, WakeupReceived
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.status import IntakeOutcome
 from office_scheduler.intake.group import BUSY, GroupCommit, Outcome
-from office_scheduler.intake.rules import decide_merge
+from office_scheduler.intake.rules import EXPLICIT_SOURCES, decide_merge, not_the_assignee
 from office_scheduler.store.engine import is_deadlock
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
@@ -347,6 +347,9 @@ class Intake:
                 (field ``wakes.<i>.<field>``).
             NotFoundError: a wake's agent or task is not in its workspace (field
                 ``wakes.<i>.agent_id`` or ``wakes.<i>.task_id``).
+            InvalidInputError: a user or self wake about a task names an agent that is not
+                the task's assignee (field ``wakes.<i>.task_id``; see
+                :func:`~office_scheduler.intake.rules.not_the_assignee`).
         """
         if not requests:
             return
@@ -359,11 +362,15 @@ class Intake:
             )
         office = self._store.office
         present: set[tuple[str, str, str]] = set()  # (workspace, kind, id)
+        assignees: dict[tuple[str, str], str | None] = {}  # (workspace, task) → agent
         with self._store.db.snapshot():
             for workspace_id in {r.workspace_id for r in requests}:
                 mine = [r for r in requests if r.workspace_id == workspace_id]
                 agents = office.agent_ids_in(workspace_id, {r.agent_id for r in mine})
-                tasks = office.task_ids_in(workspace_id, {r.task_id for r in mine if r.task_id})
+                tasks = office.task_assignees_in(
+                    workspace_id, {r.task_id for r in mine if r.task_id}
+                )
+                assignees |= {(workspace_id, task): agent for task, agent in tasks.items()}
                 present |= {(workspace_id, "agent", agent) for agent in agents}
                 present |= {(workspace_id, "task", task) for task in tasks}
         for index, request in enumerate(requests):
@@ -376,6 +383,18 @@ class Intake:
                     raise NotFoundError(
                         f"wake {index}: {kind} {entity_id} not found",
                         field=f"wakes.{index}.{kind}_id",
+                    )
+            if request.task_id is not None and request.source in EXPLICIT_SOURCES:
+                assignee = assignees[(request.workspace_id, request.task_id)]
+                if assignee != request.agent_id:
+                    raise InvalidInputError(
+                        f"wake {index}: "
+                        + not_the_assignee(
+                            request.task_id,
+                            None if assignee is None else f"agent {assignee}",
+                            f"agent {request.agent_id}",
+                        ),
+                        field=f"wakes.{index}.task_id",
                     )
 
     def persist_many(self, requests: Sequence[WakeRequest]) -> list[IntakeResult]:

@@ -176,6 +176,22 @@ class TaskMethods:
         with self._db.read() as conn:
             return ids_in_workspace(conn, tasks, workspace_id, task_ids)
 
+    def task_assignees_in(
+        self, workspace_id: str, task_ids: Collection[str]
+    ) -> dict[str, str | None]:
+        """The assignee (agent id or ``None``) of each of ``task_ids`` in ``workspace_id``.
+
+        Tasks of other workspaces, and unknown ids, are left out (one query).
+        """
+        wanted = list(dict.fromkeys(task_ids))
+        if not wanted:
+            return {}
+        query = sa.select(tasks.c.id, tasks.c.assignee_agent_id).where(
+            tasks.c.workspace_id == workspace_id, tasks.c.id.in_(wanted)
+        )
+        with self._db.read() as conn:
+            return {row.id: row.assignee_agent_id for row in conn.execute(query)}
+
     def get_task(self, task_id: str) -> Task:
         """Return the task ``task_id``.
 
