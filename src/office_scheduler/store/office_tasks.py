@@ -16,7 +16,6 @@ from office_scheduler.store.ids import new_id
 from office_scheduler.store.office_common import (
     find_task_in,
     get_task_in,
-    ids_in_workspace,
     load_tasks,
     require_in_workspace,
     task_select,
@@ -170,11 +169,6 @@ class TaskMethods:
                     ],
                 )
             return get_task_in(conn, task_id)
-
-    def task_ids_in(self, workspace_id: str, task_ids: Collection[str]) -> set[str]:
-        """Which of ``task_ids`` are tasks of ``workspace_id`` (one query)."""
-        with self._db.read() as conn:
-            return ids_in_workspace(conn, tasks, workspace_id, task_ids)
 
     def task_assignees_in(
         self, workspace_id: str, task_ids: Collection[str]
