@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from office_scheduler.domain.models import Agent, Project, Workspace
+from office_scheduler.domain.models import Agent, Project, WakeRequest, Workspace
 from office_scheduler.domain.routines import Routine, RoutineRun, RoutineRunSource
+from office_scheduler.domain.status import WakeSource
 from office_scheduler.service import Service
 from office_scheduler.store.facade import Store
 from office_scheduler.store.routine_runs import NewRoutineRun
@@ -43,3 +44,19 @@ class Office:
             now=self.clock.now(),
         )
         return run
+
+
+def self_wake(
+    office: Office, agent_id: str, key: str | None, *, hold: bool = True, task_id: str | None = None
+) -> WakeRequest:
+    """A self wake keyed ``key`` (payload ``{"key": key}``), held for the workspace's
+    coalescing window unless ``hold`` is off (as for a user wake)."""
+    return WakeRequest(
+        workspace_id=office.workspace.id,
+        agent_id=agent_id,
+        source=WakeSource.SELF,
+        payload={"key": key},
+        idempotency_key=key,
+        hold=hold,
+        task_id=task_id,
+    )

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from helpers import Office
+from helpers import Office, self_wake
 from office_scheduler.domain.errors import BusyError, InvalidInputError, NotFoundError
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.status import IntakeOutcome, WakeSource
@@ -321,19 +321,6 @@ async def test_a_caller_key_longer_than_500_characters_is_refused_naming_500(
     assert (await office.service.wake(office.worker.id, idempotency_key="k" * 500)).run
 
 
-def _held(office: Office, agent_id: str, key: str, *, hold: bool = True) -> WakeRequest:
-    """A self wake, held for the workspace's 5 s coalescing window unless ``hold`` is off
-    (as for a user wake)."""
-    return WakeRequest(
-        workspace_id=office.workspace.id,
-        agent_id=agent_id,
-        source=WakeSource.SELF,
-        payload={"key": key},
-        idempotency_key=key,
-        hold=hold,
-    )
-
-
 async def test_a_duplicate_of_a_wake_earlier_in_the_group_gets_that_wakes_run(
     office: Office,
 ) -> None:
@@ -357,11 +344,11 @@ async def test_a_group_records_every_outcome_head_and_coalescing_entry(office: O
     now = office.clock.now()
     worker, other = office.worker.id, office.other_worker.id
     results = await asyncio.gather(
-        intake.enqueue(_held(office, worker, "w1")),
-        intake.enqueue(_held(office, other, "o1")),
-        intake.enqueue(_held(office, worker, "w2")),
-        intake.enqueue(_held(office, worker, "w3", hold=False)),  # makes the run due now
-        intake.enqueue(_held(office, other, "o2")),
+        intake.enqueue(self_wake(office, worker, "w1")),
+        intake.enqueue(self_wake(office, other, "o1")),
+        intake.enqueue(self_wake(office, worker, "w2")),
+        intake.enqueue(self_wake(office, worker, "w3", hold=False)),  # makes the run due now
+        intake.enqueue(self_wake(office, other, "o2")),
     )
     assert [r.outcome for r in results] == [
         IntakeOutcome.CREATED,
@@ -406,13 +393,13 @@ async def test_a_group_notifies_once_with_its_earliest_due(office: Office) -> No
         intake = office.service.intake
         now = office.clock.now()
         await asyncio.gather(
-            intake.enqueue(_held(office, office.worker.id, "w1")),
-            intake.enqueue(_held(office, office.other_worker.id, "o1")),
+            intake.enqueue(self_wake(office, office.worker.id, "w1")),
+            intake.enqueue(self_wake(office, office.other_worker.id, "o1")),
         )
         assert await listener.wait(5) == [wake_payload(now + timedelta(seconds=5))]
         await asyncio.gather(
-            intake.enqueue(_held(office, office.worker.id, "w2")),  # joins: no news
-            intake.enqueue(_held(office, office.coordinator.id, "c1", hold=False)),
+            intake.enqueue(self_wake(office, office.worker.id, "w2")),  # joins: no news
+            intake.enqueue(self_wake(office, office.coordinator.id, "c1", hold=False)),
         )
         assert await listener.wait(5) == [""]
         assert await listener.wait(0.2) == []

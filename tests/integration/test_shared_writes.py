@@ -10,28 +10,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from helpers import Office
+from helpers import Office, self_wake
 from office_scheduler.domain.models import WakeRequest
-from office_scheduler.domain.status import IntakeOutcome, RunReason, RunStatus, WakeSource
+from office_scheduler.domain.status import IntakeOutcome, RunReason, RunStatus
 from office_scheduler.intake import service as intake_service
 from office_scheduler.intake.rules import decide_merge
 from office_scheduler.store.notify import WakeListener, wake_payload
 from office_scheduler.store.schema import activity_log, agents, runs, wakeup_requests
 from office_scheduler.store.shared_writes import SharedWrites
-
-
-def _wake(
-    office: Office, agent_id: str, key: str | None, *, hold: bool = True, task_id: str | None = None
-) -> WakeRequest:
-    return WakeRequest(
-        workspace_id=office.workspace.id,
-        agent_id=agent_id,
-        source=WakeSource.SELF,
-        payload={"key": key},
-        idempotency_key=key,
-        hold=hold,
-        task_id=task_id,
-    )
 
 
 def _rows(office: Office, table: sa.Table, *cols: sa.Column[Any]) -> list[tuple[Any, ...]]:
@@ -56,11 +42,11 @@ async def test_a_group_failing_in_its_shared_flush_is_written_again_wake_by_wake
     worker, other = office.worker.id, office.other_worker.id
     now = office.clock.now()
     results = await asyncio.gather(
-        intake.enqueue(_wake(office, worker, "a")),
-        intake.enqueue(_wake(office, worker, "a")),
-        intake.enqueue(_wake(office, worker, "b")),
-        intake.enqueue(_wake(office, worker, "c", hold=False)),
-        intake.enqueue(_wake(office, other, "d")),
+        intake.enqueue(self_wake(office, worker, "a")),
+        intake.enqueue(self_wake(office, worker, "a")),
+        intake.enqueue(self_wake(office, worker, "b")),
+        intake.enqueue(self_wake(office, worker, "c", hold=False)),
+        intake.enqueue(self_wake(office, other, "d")),
     )
     assert failures == [1]
     assert [r.outcome for r in results] == [
@@ -107,10 +93,10 @@ async def test_a_batch_with_duplicates_notifies_once_and_records_its_originals(
         worker, other = office.worker.id, office.other_worker.id
         results = await office.service.intake.enqueue_many(
             [
-                _wake(office, other, "x"),
-                _wake(office, worker, "x"),  # written first (agent order): the original
-                _wake(office, worker, "y"),
-                _wake(office, other, "y"),
+                self_wake(office, other, "x"),
+                self_wake(office, worker, "x"),  # written first (agent order): the original
+                self_wake(office, worker, "y"),
+                self_wake(office, other, "y"),
             ]
         )
         assert await listener.wait(5) == [wake_payload(now + timedelta(seconds=5))]
@@ -131,7 +117,9 @@ async def test_a_run_started_between_two_wakes_of_a_group(
 ) -> None:
     """The pipeline's mark_running (no agent lock) lands between two wakes of the group."""
     queue, now = office.store.queue, office.clock.now()
-    first = await office.service.intake.enqueue(_wake(office, office.worker.id, "p", hold=False))
+    first = await office.service.intake.enqueue(
+        self_wake(office, office.worker.id, "p", hold=False)
+    )
     (claimed,) = queue.claim(now=now, node_id="n1", lease=timedelta(minutes=1), limit=1)
     assert first.run is not None
     assert claimed.id == first.run.id
@@ -165,7 +153,7 @@ async def test_a_run_started_between_two_wakes_of_a_group(
 
     monkeypatch.setattr(intake_service, "decide_merge", decide)  # the name intake calls
     a, b = office.service.intake.persist_group(
-        [_wake(office, office.worker.id, "q"), _wake(office, office.worker.id, "r")]
+        [self_wake(office, office.worker.id, "q"), self_wake(office, office.worker.id, "r")]
     )
     threads[0].join(5)
     assert [a.outcome, b.outcome] == [IntakeOutcome.COALESCED] * 2  # type: ignore[union-attr]
@@ -181,10 +169,10 @@ async def test_a_run_ending_without_its_checkout_leaves_the_holders(office: Offi
         workspace_id=office.workspace.id, title="u", now=now
     )
     mine = await office.service.intake.enqueue(
-        _wake(office, office.worker.id, "m", hold=False, task_id=task.id)
+        self_wake(office, office.worker.id, "m", hold=False, task_id=task.id)
     )
     theirs = await office.service.intake.enqueue(
-        _wake(office, office.other_worker.id, "t", hold=False, task_id=task.id)
+        self_wake(office, office.other_worker.id, "t", hold=False, task_id=task.id)
     )
     assert mine.run is not None
     assert theirs.run is not None
@@ -224,7 +212,7 @@ async def test_persist_alone_refreshes_the_head_and_notifies_per_wake(office: Of
     try:
         intake, now = office.service.intake, office.clock.now()
         with office.store.db.transaction() as conn:
-            intake.persist(_wake(office, office.worker.id, "c1"))
+            intake.persist(self_wake(office, office.worker.id, "c1"))
             head = conn.execute(
                 sa.select(agents.c.next_queued_at).where(agents.c.id == office.worker.id)
             ).scalar_one()
@@ -235,7 +223,7 @@ async def test_persist_alone_refreshes_the_head_and_notifies_per_wake(office: Of
                 .where(wakeup_requests.c.status == "claimed")
             ).scalar_one()
             assert count == 1
-            intake.persist(_wake(office, office.other_worker.id, "c2", hold=False))
+            intake.persist(self_wake(office, office.other_worker.id, "c2", hold=False))
         got = await listener.wait(5)
         got += await listener.wait(0.3)
         assert sorted(got) == sorted(["", wake_payload(now + timedelta(seconds=5))])
