@@ -173,7 +173,7 @@ class Intake:
                 outcomes[index] = exc
         try:
             with self._store.db.transaction():
-                outcomes.update(self._write_group(requests, valid, {}))
+                outcomes.update(self._write_group(requests, valid))
         except Exception as exc:
             if len(valid) == 1:
                 outcomes[valid[0]] = exc
@@ -194,7 +194,7 @@ class Intake:
                 continue
             try:
                 with self._store.db.transaction():
-                    outcomes.update(self._write_group(requests, [index], {}))
+                    outcomes.update(self._write_group(requests, [index]))
             except Exception as exc:
                 outcomes[index] = exc
             if outcomes[index] is BUSY:
@@ -202,7 +202,7 @@ class Intake:
         return outcomes
 
     def _write_group(
-        self, requests: Sequence[WakeRequest], indexes: Sequence[int], windows: dict[str, timedelta]
+        self, requests: Sequence[WakeRequest], indexes: Sequence[int]
     ) -> dict[int, Outcome[IntakeResult]]:
         """Inside the caller's transaction: lock what can be locked, write those wakes.
 
@@ -211,6 +211,7 @@ class Intake:
         """
         agent_ids = {requests[index].agent_id for index in indexes}
         shared = SharedWrites()
+        windows: dict[str, timedelta] = {}
         queue = self._store.queue
         mine = queue.lock_free_agents(agent_ids)
         others = (

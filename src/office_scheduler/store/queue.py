@@ -25,9 +25,8 @@ from office_scheduler.domain.status import (
     RunStatus,
     WakeupStatus,
 )
-from office_scheduler.store.activity import activity_values, insert_activity
+from office_scheduler.store.activity import activity_values
 from office_scheduler.store.engine import Database
-from office_scheduler.store.notify import notify_wake
 from office_scheduler.store.queue_common import get_run, insert_run_events, lock_agent
 from office_scheduler.store.queue_heads import reconcile_heads, refresh_heads
 from office_scheduler.store.recovery import RecoveryQueries
@@ -41,7 +40,7 @@ from office_scheduler.store.schema import (
     runs,
     wakeup_requests,
 )
-from office_scheduler.store.shared_writes import SET_WAKEUP_OUTCOME, SharedWrites
+from office_scheduler.store.shared_writes import SharedWrites
 from office_scheduler.store.sql import PerDialect, constants
 
 MergePolicy = Callable[[WakeRequest, Run | None], MergeDecision]
@@ -292,6 +291,8 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         Raises:
             NotFoundError: the agent does not exist, or not in ``request.workspace_id``.
         """
+        # Alone, the shared writes are this wake's own, written before it returns.
+        writes = SharedWrites() if shared is None else shared
         with self._db.write() as conn:
             agent = (
                 lock_agent(conn, request.agent_id, _LOCK_INTAKE_AGENT) if locked is None else locked
@@ -309,8 +310,7 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             }
             inserted = conn.execute(_INSERT_WAKEUP(conn), values).mappings().first()
             if inserted is None:
-                if shared is not None:  # the original may be one of this group's wakes
-                    shared.write_outcomes(conn)
+                writes.write_outcomes(conn)  # the original may be one of this group's wakes
                 return self._duplicate(conn, request.idempotency_key)
             stored = wakeup_from_row(inserted)
 
@@ -328,7 +328,7 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             # Within a group, the run an earlier wake of this scope wrote is the in-flight
             # run as of that write (only intake, under the agent lock, adds runs or context).
             scope = (request.agent_id, request.task_id)
-            known = None if shared is None else shared.in_flight.pop(scope, None)
+            known = writes.in_flight.pop(scope, None)
             for _attempt in range(_MERGE_ATTEMPTS):
                 in_flight = known or _in_flight(conn, request)
                 known = None
@@ -337,11 +337,7 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                     break
                 merged = self._merge(conn, in_flight, request, entry, decision, now=now)
                 if merged is not None:
-                    activity = _coalesce_activity(request, stored.id, in_flight, now)
-                    if shared is None:
-                        insert_activity(conn, activity)
-                    else:
-                        shared.activities.append(activity)
+                    writes.activities.append(_coalesce_activity(request, stored.id, in_flight, now))
                     break
             if merged is None:
                 run = self._create_run(conn, request, entry, now=now, hold=hold)
@@ -349,21 +345,18 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             else:
                 run = merged
                 status, outcome = WakeupStatus.COALESCED, IntakeOutcome.COALESCED
-            outcome_row = {"wakeup_id": stored.id, "status": status.value, "run_id": run.id}
-            if shared is None:
-                conn.execute(SET_WAKEUP_OUTCOME, outcome_row)
-            else:
-                shared.outcomes.append(outcome_row)
-                shared.in_flight[scope] = run
+            writes.outcomes.append(
+                {"wakeup_id": stored.id, "status": status.value, "run_id": run.id}
+            )
+            writes.in_flight[scope] = run
             made_due = in_flight is not None and run.not_before < in_flight.not_before
             due = _first_claimable(run, agent["cooldown_until"], now)
-            if (merged is None or made_due) and shared is not None:
-                shared.queue_changed(request.agent_id, due)
-            elif merged is None or made_due:
-                refresh_heads(conn, [request.agent_id])
+            if merged is None or made_due:
                 # Idle processes should look again (a merge into a run already due or
                 # claimed changes nothing for them). Delivered when this transaction commits.
-                notify_wake(conn, self._db.schema, due)
+                writes.queue_changed(request.agent_id, due)
+            if shared is None:
+                writes.flush(conn, self._db.schema)
             return IntakeResult(
                 request=replace(stored, status=status, run_id=run.id),
                 run=run,

@@ -9,6 +9,7 @@ notification carrying the earliest instant a new run may be claimed (the listene
 the earliest payload anyway, :func:`~office_scheduler.store.notify.earliest_due`).
 
 Everything runs inside the group's transaction, so it commits or rolls back with the wakes.
+A wake written alone collects into its own instance and writes it before it returns.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from office_scheduler.store.queue_heads import refresh_heads
 from office_scheduler.store.schema import wakeup_requests
 
 #: A request's outcome: parameters ``wakeup_id``, ``status`` and ``run_id``.
-SET_WAKEUP_OUTCOME = sa.update(wakeup_requests).where(
+_SET_WAKEUP_OUTCOME = sa.update(wakeup_requests).where(
     wakeup_requests.c.id == sa.bindparam("wakeup_id")
 )
 
@@ -41,7 +42,7 @@ class SharedWrites:
         in_flight: the run the latest wake of each ``(agent_id, task_id)`` scope created or
             joined, as that write left it (the next wake of the scope starts from it; the
             merge is a compare-and-set, so a run that moved on since is read again).
-        outcomes: each written request's outcome (parameters of :data:`SET_WAKEUP_OUTCOME`).
+        outcomes: each written request's outcome (``wakeup_id``, ``status``, ``run_id``).
         head_agents: agents whose queue head must be recomputed (a run created or made due).
         activities: activity entries (``activity_values`` dicts), in the order written.
         notify: whether idle processes must be told to look again.
@@ -67,7 +68,7 @@ class SharedWrites:
     def write_outcomes(self, conn: Connection) -> None:
         """Write the outcomes collected so far (before reading a request back)."""
         if self.outcomes:
-            conn.execute(SET_WAKEUP_OUTCOME, self.outcomes)
+            conn.execute(_SET_WAKEUP_OUTCOME, self.outcomes)
             self.outcomes = []
 
     def flush(self, conn: Connection, schema: str | None) -> None:
