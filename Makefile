@@ -37,7 +37,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy src tests
 
 # Three workers on two cores: many tests wait on agent subprocesses and servers, so a third
-# worker keeps both cores busy (about 4-6 minutes for the parallel part). Work stealing
+# worker keeps both cores busy (about 4-6 minutes for the parallel part on a quick machine, 10 on a slow one). Work stealing
 # keeps all three busy to the end when a slow test (the demo, the bench smoke) comes late.
 # The `serial` tests (chaos, scale-out) start many processes for minutes; they run after
 # the others, one after the other: the scale-out test must take in 10,000 wakes within its
