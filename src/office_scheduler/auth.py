@@ -75,8 +75,7 @@ RUN_TOKEN_SCOPES: Mapping[str, str] = MappingProxyType(
 #: the route runs: deny-by-default again, so a new body field is a person's until listed.
 #: Left out on purpose, because they choose what runs or with which credentials: a task's
 #: ``executor`` override (its ``env`` secrets), its ``project_id`` (the project's
-#: directory, worktree strategy and executor). An agent's subtask inherits its parent's
-#: project without naming it.
+#: directory, worktree strategy and executor); see :data:`RUN_TOKEN_KEPT_FIELDS`.
 RUN_TOKEN_FIELDS: Mapping[str, frozenset[str]] = MappingProxyType(
     {
         "create_task": frozenset(
@@ -113,6 +112,15 @@ RUN_TOKEN_FIELDS: Mapping[str, frozenset[str]] = MappingProxyType(
         "request_approval": frozenset({"title", "body", "task_id", "requested_by_agent_id"}),
     }
 )
+#: Fields a run token may send only with the value they have anyway, so that sending them
+#: changes nothing: on ``update_task`` the task's current value, on ``create_task`` the
+#: parent's (a subtask inherits its parent's project), or ``null`` without a parent.
+RUN_TOKEN_KEPT_FIELDS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        "create_task": frozenset({"executor", "project_id"}),
+        "update_task": frozenset({"executor", "project_id"}),
+    }
+)
 _DECIDE = "agents cannot approve or reject: a person decides with an admin token"
 #: Why a run token is refused, for operations where the general reason is not enough.
 _DENIALS: Mapping[str, str] = MappingProxyType({"approve": _DECIDE, "reject": _DECIDE})
@@ -145,7 +153,25 @@ def refused_fields(operation: str, sent: object) -> list[str]:
     if not isinstance(sent, dict):
         return []
     allowed = RUN_TOKEN_FIELDS.get(operation, frozenset())
-    return sorted(str(name) for name in sent if name not in allowed)
+    kept = RUN_TOKEN_KEPT_FIELDS.get(operation, frozenset())
+    return sorted(str(name) for name in sent if name not in allowed and name not in kept)
+
+
+def changed_kept_fields(
+    operation: str, sent: Mapping[str, object], reference: Mapping[str, object]
+) -> list[str]:
+    """The :data:`RUN_TOKEN_KEPT_FIELDS` of ``operation`` that ``sent`` would change.
+
+    Args:
+        operation: the API operation.
+        sent: the parsed JSON body.
+        reference: the values those fields have anyway (missing: ``None``).
+
+    Returns:
+        The changed field names, sorted.
+    """
+    kept = RUN_TOKEN_KEPT_FIELDS.get(operation, frozenset())
+    return sorted(name for name in kept if name in sent and sent[name] != reference.get(name))
 
 
 def hash_token(secret: str) -> str:

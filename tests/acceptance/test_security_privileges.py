@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from api_harness import EXECUTORS, Api, error_of, open_api
-from office_scheduler.auth import RUN_TOKEN_FIELDS, RUN_TOKEN_SCOPES, field_denial
+from office_scheduler.auth import (
+    RUN_TOKEN_FIELDS,
+    RUN_TOKEN_KEPT_FIELDS,
+    RUN_TOKEN_SCOPES,
+    field_denial,
+)
 from office_scheduler.store.engine import Database
 
 #: Fields that choose what runs or with which credentials: never a run token's.
@@ -89,6 +94,7 @@ def test_every_run_token_route_with_a_body_has_its_fields_listed(api: Api) -> No
     for name in ("create_task", "update_task"):
         assert set(bodies[name][2]) >= PRIVILEGED, name
         assert not PRIVILEGED & RUN_TOKEN_FIELDS[name], name
+        assert RUN_TOKEN_KEPT_FIELDS[name] == PRIVILEGED, name
 
 
 def test_every_field_outside_the_list_is_refused_naming_it(api: Api, office: Office) -> None:
@@ -126,10 +132,6 @@ def test_a_run_token_cannot_choose_another_executor_or_project(api: Api, office:
                 "PATCH", f"/api/v1/tasks/{task}", token=office.token, json={field: value}
             )
             assert (patched.status_code, error_of(patched)["field"]) == (403, field)
-            cleared = api.request(
-                "PATCH", f"/api/v1/tasks/{task}", token=office.token, json={field: None}
-            )
-            assert (cleared.status_code, error_of(cleared)["field"]) == (403, field)
     titles = [t["title"] for t in api.ok("GET", create)["items"]]
     assert "escalate" not in titles, "nothing was created"
     for task in (office.task, office.theirs):
@@ -212,3 +214,30 @@ def test_after_the_decision_the_agent_may_go_on(api: Api, office: Office) -> Non
         "PATCH", f"/api/v1/tasks/{gate.blocked}", token=office.token, json={"state": "DONE"}
     )
     assert done["state"] == "DONE"
+
+
+def test_repeating_the_value_a_task_has_anyway_is_allowed(api: Api, office: Office) -> None:
+    parent = api.task(office.ws, "in project", assignee_agent_id=office.agent)["id"]
+    api.ok(
+        "PATCH", f"/api/v1/tasks/{parent}", json={"project_id": office.project, "executor": "cli"}
+    )
+    create = f"/api/v1/workspaces/{office.ws}/tasks"
+    same = {"title": "sub", "parent_id": parent, "project_id": office.project, "executor": "cli"}
+    sub = api.ok("POST", create, status=201, token=office.token, json=same)
+    assert (sub["project_id"], sub["executor"]) == (office.project, "cli")
+    repeat = {"project_id": office.project, "executor": "cli", "title": "renamed"}
+    assert api.ok("PATCH", f"/api/v1/tasks/{parent}", token=office.token, json=repeat)["title"] == (
+        "renamed"
+    )
+    for field in ("project_id", "executor"):
+        cleared = api.request(
+            "PATCH", f"/api/v1/tasks/{parent}", token=office.token, json={field: None}
+        )
+        assert (cleared.status_code, error_of(cleared)["field"]) == (403, field)
+    other = {"title": "sub", "parent_id": parent, "executor": "prod"}
+    refused = api.request("POST", create, token=office.token, json=other)
+    assert (refused.status_code, error_of(refused)["field"]) == (403, "executor")
+    plain = api.ok(
+        "POST", create, status=201, token=office.token, json={"title": "t", "executor": None}
+    )
+    assert plain["executor"] is None

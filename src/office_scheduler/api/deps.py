@@ -15,7 +15,14 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from office_scheduler.auth import Principal, denial, field_denial, refused_fields
+from office_scheduler.auth import (
+    RUN_TOKEN_KEPT_FIELDS,
+    Principal,
+    changed_kept_fields,
+    denial,
+    field_denial,
+    refused_fields,
+)
 from office_scheduler.domain.errors import (
     AuthError,
     ForbiddenError,
@@ -95,10 +102,34 @@ async def authenticate(
     if not principal.may(operation):
         raise ForbiddenError(denial(operation))
     if not principal.is_admin:
-        refused = refused_fields(operation, await _json_body(request))
+        sent = await _json_body(request)
+        refused = refused_fields(operation, sent)
+        if not refused and isinstance(sent, dict) and operation in RUN_TOKEN_KEPT_FIELDS:
+            reference = await _kept_values(service, principal, request, sent)
+            refused = changed_kept_fields(operation, sent, reference)
         if refused:
             raise ForbiddenError(field_denial(operation, refused[0]), field=refused[0])
     return principal
+
+
+async def _kept_values(
+    service: Service, principal: Principal, request: Request, sent: dict[str, object]
+) -> dict[str, object]:
+    """The values a run token's task write may repeat: the task's, or its parent's.
+
+    A task outside the token's workspace (or none) counts as one with no values, so the
+    answer never depends on another tenant's data.
+    """
+    task_id = request.path_params.get("task_id") or sent.get("parent_id")
+    if not isinstance(task_id, str):
+        return {}
+    try:
+        task = await asyncio.to_thread(service.store.office.get_task, task_id)
+    except NotFoundError:
+        return {}
+    if task.workspace_id != principal.workspace_id:
+        return {}
+    return {"executor": task.executor, "project_id": task.project_id}
 
 
 async def _json_body(request: Request) -> object:
