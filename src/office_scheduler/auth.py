@@ -24,6 +24,10 @@ ADMIN_PREFIX = "osa_"
 RUN_PREFIX = "osr_"
 #: Longer bearer values are refused without hashing (ours are 47 characters).
 MAX_SECRET_CHARS = 200
+#: Prefix of dashboard session ids (the cookie's value; never a bearer token).
+SESSION_PREFIX = "oss_"
+#: How long a dashboard session lasts after sign-in.
+SESSION_TTL = timedelta(hours=12)
 
 #: The API operations a run token (a launched agent) may call, by operation name (the
 #: route's endpoint function), each with why an agent needs it. Everything else needs an
@@ -277,3 +281,42 @@ class TokenService:
     async def authenticate_async(self, secret: str, *, now: datetime) -> Principal:
         """:meth:`authenticate` off the event loop."""
         return await asyncio.to_thread(self.authenticate, secret, now=now)
+
+    def start_session(self, principal: Principal, *, now: datetime) -> str:
+        """Open a dashboard session for an admin; returns its id (the cookie's value).
+
+        The id is random (256 bits) and stored only as its SHA-256; the session lasts
+        :data:`SESSION_TTL` and ends earlier on sign-out or when its token is revoked.
+
+        Raises:
+            AuthError: ``principal`` is not an admin.
+        """
+        if not principal.is_admin:
+            raise AuthError("the dashboard needs an admin token (run tokens are for agents)")
+        session_id = SESSION_PREFIX + secrets.token_urlsafe(32)
+        self._store.tokens.create_session(
+            session_hash=hash_token(session_id),
+            token_id=principal.token.id,
+            now=now,
+            expires_at=now + SESSION_TTL,
+        )
+        return session_id
+
+    def session(self, session_id: str, *, now: datetime) -> Principal:
+        """The admin of a live dashboard session.
+
+        Raises:
+            AuthError: an unknown, ended or expired session, or one whose token is no
+                longer active.
+        """
+        if len(session_id) > MAX_SECRET_CHARS:
+            raise AuthError("no such session")
+        token = self._store.tokens.find_session(hash_token(session_id), now=now)
+        if token is None or token.kind is not TokenKind.ADMIN:
+            raise AuthError("no such session")
+        return Principal(token=token)
+
+    def end_session(self, session_id: str, *, now: datetime) -> None:
+        """End a dashboard session (sign-out; idempotent)."""
+        if len(session_id) <= MAX_SECRET_CHARS:
+            self._store.tokens.revoke_session(hash_token(session_id), now=now)
