@@ -11,6 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+import httpx
 import sqlalchemy as sa
 import structlog
 
@@ -34,6 +35,7 @@ from office_scheduler.events.office import OfficeSubscribers
 from office_scheduler.executors.base import Executor
 from office_scheduler.intake.rules import not_the_assignee
 from office_scheduler.intake.service import Intake, for_wake
+from office_scheduler.notifications.service import NotificationService
 from office_scheduler.office.service import OfficeService
 from office_scheduler.pipeline.context import PipelineDeps, RunContext, Step, compose
 from office_scheduler.pipeline.steps import DEFAULT_STEPS
@@ -43,6 +45,7 @@ from office_scheduler.routines.subscribers import RoutineRunSubscribers
 from office_scheduler.scheduler.cron import CronLoop
 from office_scheduler.scheduler.listener import WakeListenerLoop
 from office_scheduler.scheduler.maintenance import MaintenanceLoop
+from office_scheduler.scheduler.notifications import NotificationLoop
 from office_scheduler.scheduler.orphans import kill_orphans
 from office_scheduler.scheduler.runs import RunsLoop
 from office_scheduler.store.engine import is_connection_lost, open_database
@@ -98,6 +101,8 @@ class Service:
         executors: executor implementations by kind; default: :func:`default_executors`.
         store: an open store; default: opened from ``settings``.
         steps: pipeline steps; default: :data:`DEFAULT_STEPS`.
+        notification_transport: the httpx transport outbound notifications use (tests pass
+            a mock); default: the network.
     """
 
     def __init__(
@@ -108,6 +113,7 @@ class Service:
         executors: Mapping[str, Executor] | None = None,
         store: Store | None = None,
         steps: tuple[Step, ...] = DEFAULT_STEPS,
+        notification_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.settings = settings
         self.clock: Clock = clock or SystemClock()
@@ -155,6 +161,18 @@ class Service:
             publish=self.bus.publish,
             poke=self.runs.poke,
             leadership=self.leadership,
+        )
+        self.notifications = NotificationService(
+            self.store,
+            self.clock,
+            node_id=settings.node_id,
+            dashboard_url=settings.api_url,
+            transport=notification_transport,
+        )
+        self.notifier = NotificationLoop(
+            deliver_due=self.notifications.deliver_due,
+            next_due_at=self.notifications.next_due_at,
+            clock=self.clock,
         )
         self.listener: WakeListenerLoop | None = None
         if listens(self.store.db):
@@ -247,7 +265,12 @@ class Service:
         await self.budgets.redrive(self.clock.now())
         self._started = True
         self.failed = asyncio.get_running_loop().create_future()
-        tasks = [self.runs.start(), self.cron.start(), self.maintenance.start()]
+        tasks = [
+            self.runs.start(),
+            self.cron.start(),
+            self.maintenance.start(),
+            self.notifier.start(),
+        ]
         if self.listener is not None:
             tasks.append(self.listener.start())
         for task in tasks:
@@ -294,6 +317,7 @@ class Service:
         await self.cron.stop()
         await self.runs.stop()
         await self.maintenance.stop()
+        await self.notifier.stop()
         self._started = False
         if self._lock_file is not None:
             self._lock_file.close()
@@ -316,6 +340,7 @@ class Service:
             "runs": self.runs.health.snapshot(),
             "cron": self.cron.health.snapshot(),
             "maintenance": self.maintenance.health.snapshot(),
+            "notifications": self.notifier.health.snapshot(),
         }
         if self.listener is not None:
             loops["wake_listener"] = self.listener.health.snapshot()

@@ -12,8 +12,10 @@ from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.models import ContextEntry, Run
+from office_scheduler.domain.notifications import NotificationEvent
 from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunReason, RunStatus
 from office_scheduler.store.engine import Database
+from office_scheduler.store.notifications import queue_notification
 from office_scheduler.store.notify import notify_wake
 from office_scheduler.store.queue_common import (
     claim_fence,
@@ -216,6 +218,21 @@ class RunTransitions:
                 self._hand_over(conn, run, run.context[seen_version:], now)
             if run.started_at is not None:
                 stamp_cooldown(conn, agent, now)
+            if run.status is RunStatus.FAILED:
+                queue_notification(
+                    conn,
+                    workspace_id=run.workspace_id,
+                    event=NotificationEvent.RUN_FAILED,
+                    data={
+                        "run_id": run.id,
+                        "agent_id": run.agent_id,
+                        "task_id": run.task_id,
+                        "reason": run.reason.value if run.reason else None,
+                        "error": (run.error or "")[:1000],
+                        "dashboard_path": f"/runs/{run.id}",
+                    },
+                    now=now,
+                )
             return run
 
     def _hand_over(
