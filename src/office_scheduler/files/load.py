@@ -16,6 +16,7 @@ from office_scheduler.executors.presets import PRESET_NAMES
 from office_scheduler.files.budgets import check_budget_names, load_budgets
 from office_scheduler.files.fields import Fields, read_yaml
 from office_scheduler.files.model import AgentSpec, OfficeConfig, ProjectSpec, RoutineSpec
+from office_scheduler.files.notifications import load_notifications
 from office_scheduler.files.routines import load_routine
 from office_scheduler.files.secret_refs import resolve_env_value
 from office_scheduler.store.agent_rules import permission_policy
@@ -196,6 +197,7 @@ def load_config(directory: Path | str) -> OfficeConfig:
     )
     values.done()
     budgets = load_budgets(office.get("budgets"))
+    notifications = load_notifications(office.get("notifications"))
     office.done()
     if settings.default_executor is not None and settings.default_executor not in executors:
         raise values.error(
@@ -233,4 +235,5 @@ def load_config(directory: Path | str) -> OfficeConfig:
         projects=tuple(sorted(projects, key=lambda p: p.name)),
         routines=tuple(sorted(routines, key=lambda r: (r.name, r.assignee or ""))),
         budgets=budgets,
+        notifications=notifications,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -115,6 +116,19 @@ class BudgetSpec:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ChannelSpec:
+    """One ``notifications`` entry of ``office.yml``, validated, references resolved.
+
+    Attributes:
+        name: the channel's name.
+        values: the channel's columns (``kind``, ``url``, ``secret``, ``events``, ``enabled``).
+    """
+
+    name: str
+    values: Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class OfficeConfig:
     """A whole office: the workspace, its settings and executors, agents, projects, routines.
 
@@ -128,6 +142,7 @@ class OfficeConfig:
     projects: tuple[ProjectSpec, ...] = ()
     routines: tuple[RoutineSpec, ...] = ()
     budgets: tuple[BudgetSpec, ...] = ()
+    notifications: tuple[ChannelSpec, ...] = ()
 
 
 class Action(StrEnum):
