@@ -40,6 +40,7 @@ from office_scheduler.office.service import OfficeService
 from office_scheduler.pipeline.context import PipelineDeps, RunContext, Step, compose
 from office_scheduler.pipeline.steps import DEFAULT_STEPS
 from office_scheduler.routines.firing import CronFirer
+from office_scheduler.routines.inbound import InboundWebhooks
 from office_scheduler.routines.service import RoutineService
 from office_scheduler.routines.subscribers import RoutineRunSubscribers
 from office_scheduler.scheduler.cron import CronLoop
@@ -141,6 +142,9 @@ class Service:
         ActivitySubscribers(self.store, self.clock).register(self.bus)
         self.routines = RoutineService(
             self.store, self.clock, intake=self.intake, publish=self.bus.publish
+        )
+        self.inbound = InboundWebhooks(
+            self.store, self.clock, routines=self.routines, post_comment=self.office.add_comment
         )
         RoutineRunSubscribers(self.store, self.clock).register(self.bus)
         self.budgets = BudgetService(

@@ -73,6 +73,8 @@ def _variable_data(variable: RoutineVariable) -> dict[str, Any]:
         data["required"] = True
     if variable.options:
         data["options"] = list(variable.options)
+    if variable.path:
+        data["path"] = variable.path
     return data
 
 
@@ -82,6 +84,8 @@ def _trigger_data(trigger: RoutineTrigger) -> dict[str, Any]:
         data |= {"cron": trigger.cron_expression, "timezone": trigger.timezone or "UTC"}
     elif trigger.kind is TriggerKind.WEBHOOK and trigger.signing_mode is not None:
         data["signing_mode"] = trigger.signing_mode.value
+        if trigger.events is not None:
+            data["events"] = trigger.events
     data["enabled"] = trigger.enabled
     return data
 

@@ -59,7 +59,8 @@ class TriggerSpec:
     """One trigger of a routine file.
 
     ``cron`` (normalised) and ``timezone`` (an IANA name, ``UTC`` when not given) belong to
-    a ``schedule`` trigger, ``signing_mode`` to a ``webhook`` one.
+    a ``schedule`` trigger, ``signing_mode`` to a ``webhook`` one, ``events`` (event name →
+    accepted actions) to a ``github`` webhook.
     """
 
     kind: TriggerKind
@@ -67,6 +68,7 @@ class TriggerSpec:
     cron: str | None = None
     timezone: str = ""
     signing_mode: SigningMode | None = None
+    events: dict[str, list[str]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

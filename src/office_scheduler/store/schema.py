@@ -322,8 +322,8 @@ routine_triggers = sa.Table(
     sa.Column("signing_mode", sa.String(20)),
     sa.Column("secret", sa.Text()),
     _ts("created_at", nullable=False),
-    # GitHub deliveries: {event name: [actions]} the trigger accepts (null: every event).
-    sa.Column("events", json_type()),
+    # Signing-mode options: {"events": {name: [actions]}} (github), {"task_id": ...} (slack).
+    sa.Column("options", json_type()),
     sa.Index("ix_routine_triggers_due", "enabled", "next_run_at"),
 )
 

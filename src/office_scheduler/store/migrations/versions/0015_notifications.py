@@ -6,7 +6,8 @@ Create Date: 2026-12-03 19:40:00
 
 ``notification_channels`` holds each workspace's receivers; ``notification_deliveries`` is
 the durable outbox (one row per event and channel, written with the event). A webhook
-trigger gains ``events``: for a GitHub delivery, the event names and actions it accepts.
+trigger gains ``options``: the events a ``github`` trigger accepts, the channel task of a
+``slack`` one.
 """
 
 from __future__ import annotations
@@ -78,13 +79,13 @@ def upgrade() -> None:
     op.create_index(
         "ix_notification_deliveries_channel_id", "notification_deliveries", ["channel_id"]
     )
-    with op.batch_alter_table("routine_triggers") as batch:
-        batch.add_column(sa.Column("events", types.json_type(), nullable=True))
+    # Plain ALTER TABLE on both databases: a batch copy on SQLite would reflect the agents
+    # table, whose expression index SQLAlchemy cannot reflect.
+    op.add_column("routine_triggers", sa.Column("options", types.json_type(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("routine_triggers") as batch:
-        batch.drop_column("events")
+    op.drop_column("routine_triggers", "options")
     op.drop_index("ix_notification_deliveries_channel_id", table_name="notification_deliveries")
     op.drop_index("ix_notification_deliveries_due", table_name="notification_deliveries")
     op.drop_table("notification_deliveries")
