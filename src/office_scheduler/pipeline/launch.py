@@ -174,6 +174,8 @@ def _start(
                 session_id=session.id,
                 now=now,
                 prompt_kind=ctx.extras.get("prompt_kind"),
+                node_id=deps.settings.node_id,
+                claimed_at=ctx.run.claimed_at,
             )
             if started is None:
                 raise _NotStarted
