@@ -118,7 +118,13 @@ class LeaseStore:
             return _lease(conn.execute(sa.select(leader_lease).where(_ROW)).mappings().first())
 
     def acquire(
-        self, node_id: str, *, now: datetime, ttl: timedelta, epoch: int | None = None
+        self,
+        node_id: str,
+        *,
+        now: datetime,
+        ttl: timedelta,
+        epoch: int | None = None,
+        adopt: bool = False,
     ) -> tuple[LeaderLease, bool]:
         """Renew ``node_id``'s lease of ``epoch``, or take the lease if it is free.
 
@@ -132,6 +138,8 @@ class LeaseStore:
             now: its clock's instant (aware UTC).
             ttl: how long the lease lasts without renewal.
             epoch: the epoch the caller believes it holds (``None`` when it holds none).
+            adopt: a retry after a lost connection: a running lease already held by
+                ``node_id`` is the first attempt's own commit, and counts as held.
 
         Returns:
             ``(lease row after the attempt, whether the caller now holds it)``.
@@ -184,7 +192,8 @@ class LeaseStore:
                 return lease, True
             found = _lease(conn.execute(sa.select(leader_lease).where(_ROW)).mappings().first())
             assert found is not None  # the row exists: the insert above conflicted
-            return found, False
+            mine = adopt and found.holder == node_id and found.expires_at > now
+            return found, mine
 
     def release(self, term: LeaderTerm, *, now: datetime) -> bool:
         """End ``term``'s lease at ``now`` so another node can take it at once.

@@ -26,6 +26,7 @@ import structlog
 from office_scheduler.clock import Clock
 from office_scheduler.store.engine import Database
 from office_scheduler.store.leader_lease import LeaderLease, LeaderTerm, LeaseStore
+from office_scheduler.store.reconnect import retry_once_if_connection_lost
 
 log = structlog.get_logger(__name__)
 
@@ -45,10 +46,18 @@ class Leadership:
         node_id: this process's identity (the lease's holder when it leads).
         clock: time source of the lease instants.
         ttl: how long a lease lasts without renewal (``OFFICE_LEADER_TTL_S``).
+        use_lease: whether leadership is the lease; default: on PostgreSQL only (tests
+            exercise the lease on SQLite too).
     """
 
     def __init__(
-        self, db: Database, *, node_id: str, clock: Clock, ttl: timedelta = timedelta(seconds=30)
+        self,
+        db: Database,
+        *,
+        node_id: str,
+        clock: Clock,
+        ttl: timedelta = timedelta(seconds=30),
+        use_lease: bool | None = None,
     ) -> None:
         self._db = db
         self._leases = LeaseStore(db)
@@ -56,7 +65,7 @@ class Leadership:
         self._clock = clock
         self._ttl = ttl
         self._mutex = threading.Lock()
-        self._uses_lease = db.dialect == "postgresql"
+        self._uses_lease = db.dialect == "postgresql" if use_lease is None else use_lease
         #: The lease this node holds (``None`` when it does not lead).
         self._held: LeaderLease | None = None
         #: The lease as last seen in the database, whoever holds it.
@@ -126,11 +135,15 @@ class Leadership:
             now = self._clock.now()
             held = self._held
             try:
-                lease, ours = self._leases.acquire(
-                    self._node_id,
-                    now=now,
-                    ttl=self._ttl,
-                    epoch=None if held is None else held.epoch,
+                lease, ours = retry_once_if_connection_lost(
+                    lambda retry: self._leases.acquire(
+                        self._node_id,
+                        now=now,
+                        ttl=self._ttl,
+                        epoch=None if held is None else held.epoch,
+                        adopt=retry,
+                    ),
+                    call="Leadership.ensure",
                 )
             except Exception as exc:  # any database failure: try again next time
                 log.warning("maintenance_leadership_unavailable", error=repr(exc))
