@@ -47,8 +47,8 @@ class Settings:
             task whose earlier runs all failed or were cancelled (a lost wake itself is
             always re-delivered once).
         db_pool_size: database connections this process keeps open (as many again may be
-            opened under load); PostgreSQL also uses two dedicated connections per
-            scheduler process (wake listener, maintenance leadership).
+            opened under load); PostgreSQL also uses a dedicated connection per
+            scheduler process (the wake listener).
         db_statement_timeout: PostgreSQL ``statement_timeout`` of every connection.
     """
 
