@@ -90,6 +90,11 @@ def test_a_holder_stops_acting_before_its_lease_ends(
     lease = LeaseStore(database).current()
     assert lease is not None
     assert lease.expires_at > clock.now(), "it stopped while its lease still ran"
+    # Nobody took it meanwhile, so nobody acted: a late renewal keeps the epoch.
+    assert leader.ensure()
+    term = leader.term()
+    assert term is not None
+    assert term.epoch == 1
 
 
 def test_a_released_lease_is_taken_at_once_and_a_retake_grows_the_epoch(

@@ -124,12 +124,11 @@ class LeaseStore:
         now: datetime,
         ttl: timedelta,
         epoch: int | None = None,
-        adopt: bool = False,
     ) -> tuple[LeaderLease, bool]:
         """Renew ``node_id``'s lease of ``epoch``, or take the lease if it is free.
 
-        In one transaction: the first lease ever is created (epoch 1); a holder passing
-        its ``epoch`` renews it while it has not expired (``expires_at`` → ``now + ttl``);
+        In one transaction: the first lease ever is created (epoch 1); the holder renews
+        it while it has not expired (``expires_at`` → ``now + ttl``, same epoch);
         otherwise an expired or released lease is taken (``epoch + 1``, by any node, the
         last holder too). A lease held by another node is left alone.
 
@@ -137,9 +136,9 @@ class LeaseStore:
             node_id: the node asking.
             now: its clock's instant (aware UTC).
             ttl: how long the lease lasts without renewal.
-            epoch: the epoch the caller believes it holds (``None`` when it holds none).
-            adopt: a retry after a lost connection: a running lease already held by
-                ``node_id`` is the first attempt's own commit, and counts as held.
+            epoch: the epoch the caller believes it holds; ``None`` renews a running lease
+                of ``node_id`` whatever its epoch (node ids are unique per process: it is
+                this process's own, e.g. taken by a commit whose answer was lost).
 
         Returns:
             ``(lease row after the attempt, whether the caller now holds it)``.
@@ -162,20 +161,15 @@ class LeaseStore:
             lease = _lease(created.mappings().first())
             if lease is not None:
                 return lease, True
+            renewable = [_ROW, leader_lease.c.holder == node_id, leader_lease.c.expires_at > now]
             if epoch is not None:
-                lease = _update(
-                    conn,
-                    sa.update(leader_lease)
-                    .where(
-                        _ROW,
-                        leader_lease.c.holder == node_id,
-                        leader_lease.c.epoch == epoch,
-                        leader_lease.c.expires_at > now,
-                    )
-                    .values(expires_at=until, renewed_at=now),
-                )
-                if lease is not None:
-                    return lease, True
+                renewable.append(leader_lease.c.epoch == epoch)
+            lease = _update(
+                conn,
+                sa.update(leader_lease).where(*renewable).values(expires_at=until, renewed_at=now),
+            )
+            if lease is not None:
+                return lease, True
             lease = _update(
                 conn,
                 sa.update(leader_lease)
@@ -192,8 +186,7 @@ class LeaseStore:
                 return lease, True
             found = _lease(conn.execute(sa.select(leader_lease).where(_ROW)).mappings().first())
             assert found is not None  # the row exists: the insert above conflicted
-            mine = adopt and found.holder == node_id and found.expires_at > now
-            return found, mine
+            return found, False
 
     def release(self, term: LeaderTerm, *, now: datetime) -> bool:
         """End ``term``'s lease at ``now`` so another node can take it at once.

@@ -135,13 +135,13 @@ class Leadership:
             now = self._clock.now()
             held = self._held
             try:
+                # A retry after a lost answer renews what the first attempt took.
                 lease, ours = retry_once_if_connection_lost(
-                    lambda retry: self._leases.acquire(
+                    lambda _retry: self._leases.acquire(
                         self._node_id,
                         now=now,
                         ttl=self._ttl,
                         epoch=None if held is None else held.epoch,
-                        adopt=retry,
                     ),
                     call="Leadership.ensure",
                 )
