@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
+
+import pytest
 
 from helpers import Office
 from office_scheduler.config import Settings
 from office_scheduler.domain.execution import Launch, Outcome
-from office_scheduler.domain.status import OutcomeStatus, RunStatus
+from office_scheduler.domain.status import OutcomeStatus, RunStatus, WorkflowKind
 from office_scheduler.executors.base import ExecutionSink
+from office_scheduler.pipeline.context import RunContext
+from office_scheduler.pipeline.steps import DEFAULT_STEPS
 from office_scheduler.service import Service
 
 LEASE = timedelta(seconds=60)
@@ -138,3 +143,56 @@ async def test_a_claim_taken_over_is_found_by_the_renewal(office: Office, tmp_pa
     ]
     assert abandoned.data["reason"] == "claim_lost"
     assert office.store.queue.get_run(run_id).status is RunStatus.QUEUED
+
+
+@pytest.mark.parametrize("with_task", [True, False], ids=["task", "no-task"])
+async def test_an_attempt_whose_run_was_claimed_again_never_launches_or_checks_out(
+    office: Office, tmp_path: Path, with_task: bool
+) -> None:
+    """Frozen between its claim and its launch: the run was requeued and claimed by another
+    node meanwhile. The stale attempt neither takes the task's checkout nor starts a session
+    (its start is fenced by its claim), and records ``attempt_abandoned``."""
+    gate = asyncio.Event()
+    entered = asyncio.Event()
+
+    async def frozen_here(ctx: RunContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        entered.set()
+        await gate.wait()
+        await call_next()
+
+    executor = GatedExecutor()
+    settings = Settings(home=tmp_path / "node", node_id="frozen-node", lease=LEASE)
+    node = Service(
+        settings,
+        clock=office.clock,
+        executors={"command": executor},
+        store=office.store,
+        steps=(frozen_here, *DEFAULT_STEPS),
+    )
+    task = await office.service.office.create_task(
+        workspace_id=office.workspace.id, title="t", workflow=WorkflowKind.KANBAN
+    )
+    if with_task:  # the stale attempt would take the checkout before it launches
+        woken = await office.service.queue_run(task.id, agent_id=office.worker.id)
+    else:
+        woken = await office.service.wake(office.worker.id)
+    assert woken.run is not None
+    run_id = woken.run.id
+    assert await node.runs.claim_once() == 1
+    await asyncio.wait_for(entered.wait(), 30)
+    later = office.clock.now() + LEASE + timedelta(seconds=1)
+    assert office.store.queue.recover_expired_leases(now=later) == [run_id]
+    [again] = office.store.queue.claim(now=later, node_id="other-node", lease=LEASE, limit=1)
+    assert again.id == run_id
+
+    gate.set()
+    await _idle(node)
+    assert not executor.started.is_set(), "no session was launched"
+    run = office.store.queue.get_run(run_id)
+    assert (run.status, run.claimed_by) == (RunStatus.CLAIMED, "other-node")
+    assert office.store.office.get_task(task.id).checkout_agent_id is None
+    [abandoned] = [
+        e for e in office.store.runlog.list_run_events(run_id) if e.kind == "attempt_abandoned"
+    ]
+    assert abandoned.data["reason"] == "claim_lost"
+    assert abandoned.data["claimed_by_now"] == "other-node"

@@ -54,6 +54,17 @@ _SET_PID = sa.update(runs).where(runs.c.id == sa.bindparam("run_id"))
 _CHECKOUT_TASK = sa.update(tasks).where(
     tasks.c.id == sa.bindparam("task_id"), tasks.c.checkout_agent_id.is_(None)
 )
+#: The same, only while the run is still held by the claim ``(fence_node, fence_claimed_at)``.
+_CHECKOUT_TASK_FENCED = _CHECKOUT_TASK.where(
+    sa.exists().where(
+        runs.c.id == sa.bindparam("fence_run_id"),
+        runs.c.status.in_(LIVE_RUN_STATUSES),
+        *claim_fence(
+            sa.bindparam("fence_node"),
+            sa.bindparam("fence_claimed_at", type_=runs.c.claimed_at.type),
+        ),
+    )
+)
 
 
 def _next_wake_query() -> sa.Select[Any]:
@@ -413,20 +424,43 @@ class RunTransitions:
             self._requeue(conn, run_ids, reason=RunReason.INTERRUPTED, now=now)
             return run_ids
 
-    def checkout_task(self, task_id: str, *, agent_id: str, run_id: int, now: datetime) -> bool:
+    def checkout_task(
+        self,
+        task_id: str,
+        *,
+        agent_id: str,
+        run_id: int,
+        now: datetime,
+        node_id: str | None = None,
+        claimed_at: datetime | None = None,
+    ) -> bool:
         """Take the task's exclusive checkout for this run (CAS on ``checkout_agent_id``).
 
+        Args:
+            task_id: the task to check out.
+            agent_id: the run's agent.
+            run_id: the run taking it.
+            now: the instant (UTC).
+            node_id: with ``claimed_at``, only while the run is still claimed or running
+                under that claim (a lost attempt never takes the checkout from the run's
+                next attempt).
+            claimed_at: see ``node_id``.
+
         Returns:
-            False when another agent or run already holds it.
+            False when another agent or run already holds it, or the claim was lost.
         """
+        params: dict[str, Any] = {
+            "task_id": task_id,
+            "checkout_agent_id": agent_id,
+            "checkout_run_id": run_id,
+            "checkout_at": now,
+        }
+        statement = _CHECKOUT_TASK
+        if node_id is not None and claimed_at is not None:
+            statement = _CHECKOUT_TASK_FENCED
+            params.update(fence_run_id=run_id, fence_node=node_id, fence_claimed_at=claimed_at)
         with self._db.write() as conn:
-            params = {
-                "task_id": task_id,
-                "checkout_agent_id": agent_id,
-                "checkout_run_id": run_id,
-                "checkout_at": now,
-            }
-            return conn.execute(_CHECKOUT_TASK, params).rowcount == 1
+            return conn.execute(statement, params).rowcount == 1
 
     def next_due_at(self) -> datetime | None:
         """The earliest ``not_before`` of any queued run, or ``None`` when none is queued."""
