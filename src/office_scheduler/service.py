@@ -243,24 +243,29 @@ class Service:
         """
         ctx.pending_events.clear()
         run = ctx.run
-        if ctx.session is not None:
-            kill_orphans([replace(run, session_id=ctx.session.id)])
-        current = await asyncio.to_thread(self.store.queue.get_run, run.id)
+        try:
+            if ctx.session is not None:
+                await asyncio.to_thread(kill_orphans, [replace(run, session_id=ctx.session.id)])
+            current = await asyncio.to_thread(self.store.queue.get_run, run.id)
+        except Exception:  # the database is away: the leader requeues the run anyway
+            log.exception("attempt_abandon_failed", run_id=run.id, reason=reason)
+            return
         event = abandoned_attempt(run, current, node_id=self.settings.node_id, reason=reason)
         if event is None:
             if ctx.ended is None and current.status.is_terminal:
                 ctx.ended = current  # our end committed while the pipeline was cancelled
                 await self.bus.publish(RunEnded(run=current))
             return
-        await asyncio.to_thread(
-            self.store.runlog.add_run_event,
-            run.id,
-            kind="attempt_abandoned",
-            message=event["message"],
-            data=event["data"],
-            now=self.clock.now(),
-        )
         log.warning("attempt_abandoned", run_id=run.id, **event["data"])
+        with contextlib.suppress(Exception):  # logged above; the run itself is unaffected
+            await asyncio.to_thread(
+                self.store.runlog.add_run_event,
+                run.id,
+                kind="attempt_abandoned",
+                message=event["message"],
+                data=event["data"],
+                now=self.clock.now(),
+            )
 
     def _lock_sqlite(self) -> bool:
         """Take the one-scheduler lock of a SQLite file; false on other databases."""

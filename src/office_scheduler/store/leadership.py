@@ -64,7 +64,8 @@ class Leadership:
         self._node_id = node_id
         self._clock = clock
         self._ttl = ttl
-        self._mutex = threading.Lock()
+        self._mutex = threading.Lock()  # guards the fields below; never held across I/O
+        self._calls = threading.Lock()  # one database call at a time (ensure, release)
         self._uses_lease = db.dialect == "postgresql" if use_lease is None else use_lease
         #: The lease this node holds (``None`` when it does not lead).
         self._held: LeaderLease | None = None
@@ -131,9 +132,12 @@ class Leadership:
         """
         if not self._uses_lease:
             return True
-        with self._mutex:
-            now = self._clock.now()
-            held = self._held
+        # The database call holds only ``_calls``: ``term()`` and ``status()`` run on the
+        # event loop and must never wait for it.
+        with self._calls:
+            with self._mutex:
+                now = self._clock.now()
+                held = self._held
             try:
                 # A retry after a lost answer renews what the first attempt took.
                 lease, ours = retry_once_if_connection_lost(
@@ -147,22 +151,29 @@ class Leadership:
                 )
             except Exception as exc:  # any database failure: try again next time
                 log.warning("maintenance_leadership_unavailable", error=repr(exc))
-                return held is not None
-            self._observed = lease
-            if ours:
-                if held is None or held.epoch != lease.epoch:
-                    log.info(
-                        "maintenance_leadership_taken",
-                        node_id=self._node_id,
-                        epoch=lease.epoch,
-                        expires_at=_iso(lease.expires_at),
-                        previous_epoch=None if held is None else held.epoch,
-                    )
-                self._held = lease
-                return True
-            if held is not None:
-                self._lose(f"{lease.holder} holds the lease now (epoch {lease.epoch})", now=now)
-            return False
+                return self.term() is not None
+            with self._mutex:
+                return self._settle(lease, ours, held, now)
+
+    def _settle(
+        self, lease: LeaderLease, ours: bool, held: LeaderLease | None, now: datetime
+    ) -> bool:
+        """Record the outcome of :meth:`ensure` (under ``_mutex``)."""
+        self._observed = lease
+        if ours:
+            if held is None or held.epoch != lease.epoch:
+                log.info(
+                    "maintenance_leadership_taken",
+                    node_id=self._node_id,
+                    epoch=lease.epoch,
+                    expires_at=_iso(lease.expires_at),
+                    previous_epoch=None if held is None else held.epoch,
+                )
+            self._held = lease
+            return True
+        if self._held is not None:
+            self._lose(f"{lease.holder} holds the lease now (epoch {lease.epoch})", now=now)
+        return False
 
     def fenced(self, reason: str) -> None:
         """Drop leadership because a fenced write was refused (``reason`` is logged)."""
@@ -188,8 +199,9 @@ class Leadership:
         """Give leadership up so another node takes it at once (idempotent)."""
         if not self._uses_lease:
             return
-        with self._mutex:
-            held, self._held = self._held, None
+        with self._calls:
+            with self._mutex:
+                held, self._held = self._held, None
             if held is None:
                 return
             try:
