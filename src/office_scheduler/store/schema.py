@@ -510,3 +510,17 @@ notification_deliveries = sa.Table(
     sa.Index("ix_notification_deliveries_due", "status", "next_attempt_at"),
     sa.Index("ix_notification_deliveries_channel_id", "channel_id"),
 )
+
+# Maintenance leadership (store/leader_lease.py): one row, taken and renewed by
+# compare-and-set; ``epoch`` grows on every take-over and fences a stale leader's writes.
+leader_lease = sa.Table(
+    "leader_lease",
+    metadata,
+    sa.Column("id", sa.Integer(), primary_key=True, autoincrement=False),
+    sa.Column("holder", sa.String(200), nullable=False),
+    sa.Column("epoch", sa.BigInteger(), nullable=False),
+    _ts("expires_at", nullable=False),
+    _ts("acquired_at", nullable=False),
+    _ts("renewed_at", nullable=False),
+    sa.CheckConstraint("id = 1", name="single_row"),
+)
