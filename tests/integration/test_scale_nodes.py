@@ -440,6 +440,7 @@ async def test_loops_survive_terminated_connections_and_lose_no_wake(
         "cron": "running",
         "maintenance": "running",
         "leader": "running",
+        "notifications": "running",
         "wake_listener": "running",
     }
     assert status["maintenance_leader"] is True
