@@ -22,6 +22,7 @@ from office_scheduler.files.model import (
     ProjectSpec,
     RoutineSpec,
 )
+from office_scheduler.files.notifications import load_notifications
 from office_scheduler.files.routines import load_routine
 from office_scheduler.files.secret_refs import referenced_name, resolve_env_value
 from office_scheduler.store.agent_rules import permission_policy
@@ -227,6 +228,7 @@ def load_config(directory: Path | str, *, allow_env: Iterable[str] = ()) -> Offi
     )
     values.done()
     budgets = load_budgets(office.get("budgets"))
+    notifications = load_notifications(office.get("notifications"))
     office.done()
     if settings.default_executor is not None and settings.default_executor not in executors:
         raise values.error(
@@ -266,4 +268,5 @@ def load_config(directory: Path | str, *, allow_env: Iterable[str] = ()) -> Offi
         budgets=budgets,
         root=str(root),
         env_references=tuple(refs),
+        notifications=notifications,
     )

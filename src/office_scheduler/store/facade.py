@@ -8,6 +8,7 @@ from office_scheduler.store.approvals import ApprovalStore
 from office_scheduler.store.budgets import BudgetStore
 from office_scheduler.store.engine import Database, open_database
 from office_scheduler.store.listing import ListingStore
+from office_scheduler.store.notifications import NotificationStore
 from office_scheduler.store.office import OfficeStore
 from office_scheduler.store.queue import QueueStore
 from office_scheduler.store.routines import RoutineStore
@@ -33,6 +34,7 @@ class Store:
     summaries: SummaryStore
     approvals: ApprovalStore
     budgets: BudgetStore
+    notifications: NotificationStore
 
     @classmethod
     def from_database(cls, db: Database) -> Store:
@@ -48,6 +50,7 @@ class Store:
             summaries=SummaryStore(db),
             approvals=ApprovalStore(db),
             budgets=BudgetStore(db),
+            notifications=NotificationStore(db),
         )
 
     @classmethod

@@ -12,6 +12,7 @@ from office_scheduler.api.routes import (
     comments,
     health,
     inbox,
+    notifications,
     projects,
     queue,
     routines,
@@ -37,6 +38,7 @@ for _module in (
     approvals,
     inbox,
     channels,
+    notifications,
     tokens,
 ):
     api_router.include_router(_module.router, prefix="/api/v1")

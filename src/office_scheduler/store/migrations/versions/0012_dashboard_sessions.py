@@ -1,7 +1,7 @@
 """Dashboard sessions: the cookie holds a random id, not the admin token
 
 Revision ID: 0012
-Revises: 0006
+Revises: 0011
 Create Date: 2026-12-03 19:50:00
 
 One row per dashboard sign-in, keyed by the SHA-256 of the session id in the browser's
@@ -16,7 +16,7 @@ from alembic import op
 from office_scheduler.store import types
 
 revision = "0012"
-down_revision = "0006"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
