@@ -60,3 +60,9 @@ def self_wake(
         hold=hold,
         task_id=task_id,
     )
+
+
+def dashboard_session(service: Service, secret: str) -> str:
+    """A dashboard session id (the cookie's value) for the admin token ``secret``."""
+    now = service.clock.now()
+    return service.tokens.start_session(service.tokens.authenticate(secret, now=now), now=now)

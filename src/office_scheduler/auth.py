@@ -24,6 +24,10 @@ ADMIN_PREFIX = "osa_"
 RUN_PREFIX = "osr_"
 #: Longer bearer values are refused without hashing (ours are 47 characters).
 MAX_SECRET_CHARS = 200
+#: Prefix of dashboard session ids (the cookie's value; never a bearer token).
+SESSION_PREFIX = "oss_"
+#: How long a dashboard session lasts after sign-in.
+SESSION_TTL = timedelta(hours=12)
 
 #: The API operations a run token (a launched agent) may call, by operation name (the
 #: route's endpoint function), each with why an agent needs it. Everything else needs an
@@ -70,6 +74,57 @@ RUN_TOKEN_SCOPES: Mapping[str, str] = MappingProxyType(
         "get_inbox_item": "read one inbox item",
     }
 )
+#: The body fields a run token may send, per operation of :data:`RUN_TOKEN_SCOPES` that
+#: takes a body. Any other field answers 403 naming it, checked with the scope table before
+#: the route runs: deny-by-default again, so a new body field is a person's until listed.
+#: Left out on purpose, because they choose what runs or with which credentials: a task's
+#: ``executor`` override (its ``env`` secrets), its ``project_id`` (the project's
+#: directory, worktree strategy and executor); see :data:`RUN_TOKEN_KEPT_FIELDS`.
+RUN_TOKEN_FIELDS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        "create_task": frozenset(
+            {
+                "title",
+                "description",
+                "parent_id",
+                "assignee_agent_id",
+                "state",
+                "requires_approval",
+                "reviewers",
+                "approvers",
+                "blocked_by",
+                "workflow",
+            }
+        ),
+        # requires_approval, reviewers and approvers reach the task service, which
+        # refuses them to agents with the review rules' own message.
+        "update_task": frozenset(
+            {
+                "title",
+                "description",
+                "state",
+                "assignee_agent_id",
+                "requires_approval",
+                "reviewers",
+                "approvers",
+            }
+        ),
+        "add_blocker": frozenset({"blocker_task_id"}),
+        "add_comment": frozenset({"body"}),
+        "queue_run": frozenset({"task_id", "agent_id", "idempotency_key"}),
+        "wake_agent": frozenset({"reason", "payload", "task_id", "idempotency_key"}),
+        "request_approval": frozenset({"title", "body", "task_id", "requested_by_agent_id"}),
+    }
+)
+#: Fields a run token may send only with the value they have anyway, so that sending them
+#: changes nothing: on ``update_task`` the task's current value, on ``create_task`` the
+#: parent's (a subtask inherits its parent's project), or ``null`` without a parent.
+RUN_TOKEN_KEPT_FIELDS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        "create_task": frozenset({"executor", "project_id"}),
+        "update_task": frozenset({"executor", "project_id"}),
+    }
+)
 _DECIDE = "agents cannot approve or reject: a person decides with an admin token"
 #: Why a run token is refused, for operations where the general reason is not enough.
 _DENIALS: Mapping[str, str] = MappingProxyType({"approve": _DECIDE, "reject": _DECIDE})
@@ -78,6 +133,49 @@ _DENIALS: Mapping[str, str] = MappingProxyType({"approve": _DECIDE, "reject": _D
 def denial(operation: str) -> str:
     """The 403 message a run token gets for ``operation`` (one outside its scope)."""
     return _DENIALS.get(operation, f"a run token may not call {operation}: it needs an admin token")
+
+
+def field_denial(operation: str, field: str) -> str:
+    """The 403 message a run token gets for sending ``field`` to ``operation``."""
+    return (
+        f"a run token may not set {field} on {operation}: it chooses what runs or with which"
+        " credentials, a person decides it with an admin token"
+    )
+
+
+def refused_fields(operation: str, sent: object) -> list[str]:
+    """The top-level body fields of ``sent`` a run token may not send to ``operation``.
+
+    Args:
+        operation: the API operation (route endpoint name).
+        sent: the parsed JSON body; anything but an object has no fields to refuse (the
+            route's own validation answers it).
+
+    Returns:
+        The refused field names, sorted (empty when all are allowed).
+    """
+    if not isinstance(sent, dict):
+        return []
+    allowed = RUN_TOKEN_FIELDS.get(operation, frozenset())
+    kept = RUN_TOKEN_KEPT_FIELDS.get(operation, frozenset())
+    return sorted(str(name) for name in sent if name not in allowed and name not in kept)
+
+
+def changed_kept_fields(
+    operation: str, sent: Mapping[str, object], reference: Mapping[str, object]
+) -> list[str]:
+    """The :data:`RUN_TOKEN_KEPT_FIELDS` of ``operation`` that ``sent`` would change.
+
+    Args:
+        operation: the API operation.
+        sent: the parsed JSON body.
+        reference: the values those fields have anyway (missing: ``None``).
+
+    Returns:
+        The changed field names, sorted.
+    """
+    kept = RUN_TOKEN_KEPT_FIELDS.get(operation, frozenset())
+    return sorted(name for name in kept if name in sent and sent[name] != reference.get(name))
 
 
 def hash_token(secret: str) -> str:
@@ -183,3 +281,42 @@ class TokenService:
     async def authenticate_async(self, secret: str, *, now: datetime) -> Principal:
         """:meth:`authenticate` off the event loop."""
         return await asyncio.to_thread(self.authenticate, secret, now=now)
+
+    def start_session(self, principal: Principal, *, now: datetime) -> str:
+        """Open a dashboard session for an admin; returns its id (the cookie's value).
+
+        The id is random (256 bits) and stored only as its SHA-256; the session lasts
+        :data:`SESSION_TTL` and ends earlier on sign-out or when its token is revoked.
+
+        Raises:
+            AuthError: ``principal`` is not an admin.
+        """
+        if not principal.is_admin:
+            raise AuthError("the dashboard needs an admin token (run tokens are for agents)")
+        session_id = SESSION_PREFIX + secrets.token_urlsafe(32)
+        self._store.tokens.create_session(
+            session_hash=hash_token(session_id),
+            token_id=principal.token.id,
+            now=now,
+            expires_at=now + SESSION_TTL,
+        )
+        return session_id
+
+    def session(self, session_id: str, *, now: datetime) -> Principal:
+        """The admin of a live dashboard session.
+
+        Raises:
+            AuthError: an unknown, ended or expired session, or one whose token is no
+                longer active.
+        """
+        if len(session_id) > MAX_SECRET_CHARS:
+            raise AuthError("no such session")
+        token = self._store.tokens.find_session(hash_token(session_id), now=now)
+        if token is None or token.kind is not TokenKind.ADMIN:
+            raise AuthError("no such session")
+        return Principal(token=token)
+
+    def end_session(self, session_id: str, *, now: datetime) -> None:
+        """End a dashboard session (sign-out; idempotent)."""
+        if len(session_id) <= MAX_SECRET_CHARS:
+            self._store.tokens.revoke_session(hash_token(session_id), now=now)

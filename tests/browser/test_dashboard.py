@@ -40,10 +40,19 @@ def test_no_page_without_a_session_and_sign_in(
         assert response.status_code == 303
         assert response.headers["location"].startswith("/login?next=")
     assert httpx.get(office.url + "/events").status_code == 401
+    signed_in = httpx.post(
+        office.url + "/login",
+        data={"token": office.token, "next": "/"},
+        headers={"origin": office.url},
+        follow_redirects=False,
+    )
+    assert signed_in.status_code == 303
+    session = signed_in.cookies["office_session"]
+    assert office.token not in session, "the cookie holds a session id, never the token"
     forged = httpx.post(
         office.url + "/tasks/x/move",
         data={"state": "DONE"},
-        cookies={"office_session": office.token},
+        cookies={"office_session": session},
         headers={"origin": "https://evil.example"},
     )
     assert forged.status_code == 403

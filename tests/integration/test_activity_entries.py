@@ -17,7 +17,7 @@ import structlog
 from click.testing import CliRunner
 
 from cli_harness import CLEAN_ENV, serving_in_thread
-from helpers import Office
+from helpers import Office, dashboard_session
 from office_scheduler.api import create_app
 from office_scheduler.cli import office as office_cli
 from office_scheduler.domain.models import ActivityEntry
@@ -229,7 +229,9 @@ async def test_cli_and_dashboard_show_the_entries(office: Office, tmp_path: Path
             env=env,
         )
         page = httpx.get(
-            f"{url}/activity", params={"task": task.id}, cookies={"office_session": secret}
+            f"{url}/activity",
+            params={"task": task.id},
+            cookies={"office_session": dashboard_session(office.service, secret)},
         )
 
     assert result.exit_code == 0, (result.stdout, result.stderr)

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from helpers import dashboard_session
 from office_scheduler.api import create_app
 from office_scheduler.config import Settings
 from office_scheduler.domain.errors import AuthError, ConflictError, NotFoundError
@@ -187,7 +188,9 @@ async def test_the_dashboard_cancel_button_stops_a_running_run(office: Office) -
     report = await _agent_report(office.report)
     transport = httpx.ASGITransport(app=create_app(office.service))
     async with httpx.AsyncClient(
-        transport=transport, base_url=base, cookies={"office_session": secret}
+        transport=transport,
+        base_url=base,
+        cookies={"office_session": dashboard_session(office.service, secret)},
     ) as client:
         page = await client.get(f"/runs/{run_id}")
         assert page.status_code == 200

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from helpers import dashboard_session
 from office_scheduler.api import create_app
 from office_scheduler.config import Settings
 from office_scheduler.domain.models import Agent, WorkspaceSettings
@@ -45,7 +46,9 @@ async def dashboard(database: Database, now: object, tmp_path: Path) -> AsyncIte
     secret, _ = service.tokens.mint_admin(name="dashboard", now=clock.now())
     transport = httpx.ASGITransport(app=create_app(service))
     async with httpx.AsyncClient(
-        transport=transport, base_url=BASE, cookies={"office_session": secret}
+        transport=transport,
+        base_url=BASE,
+        cookies={"office_session": dashboard_session(service, secret)},
     ) as client:
         yield Dashboard(client, service, agent)
     await service.stop()

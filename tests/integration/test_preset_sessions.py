@@ -39,7 +39,7 @@ from pathlib import Path
 argv = sys.argv[1:]
 state = Path(os.environ["FAKE_CLAUDE_STATE"])
 state.mkdir(exist_ok=True)
-resume = argv[argv.index("--resume") + 1] if "--resume" in argv else None
+resume = next((a.split("=", 1)[1] for a in argv if a.startswith("--resume=")), None)
 entry = {"resume": resume, "stdin": sys.stdin.read(), "cwd": os.getcwd()}
 with open(os.environ["FAKE_CLAUDE_JOURNAL"], "a") as journal:
     journal.write(json.dumps(entry) + "\\n")

@@ -82,14 +82,16 @@ async def run_preset(
 
 
 async def test_claude_success_resumes_and_wires_mcp(tmp_path: Path) -> None:
-    outcome, seen = await run_preset(tmp_path, "claude", "success.jsonl", resume="5d3a-prior")
+    outcome, seen = await run_preset(
+        tmp_path, "claude", "success.jsonl", resume="5d3a1f0e-8c2b-4b7e-9a61-0f4c2d9e7b10"
+    )
 
     assert outcome.status is OutcomeStatus.SUCCEEDED
     assert outcome.message == "Fixed the failing checkout test and commented on the task."
     assert outcome.external_session_id == "5d3a1f0e-8c2b-4b7e-9a61-0f4c2d9e7b11"
     assert outcome.usage.cost_subcents == 421
     assert outcome.usage.priced is True
-    assert seen["argv"][-2:] == ["--resume", "5d3a-prior"]
+    assert seen["argv"][-1:] == ["--resume=5d3a1f0e-8c2b-4b7e-9a61-0f4c2d9e7b10"]
     assert seen["stdin"] == "Fix the checkout test."
     server = seen["mcp"]["mcpServers"]["office"]
     assert server["command"] == sys.executable
@@ -112,13 +114,15 @@ async def test_claude_refusal_is_not_success(tmp_path: Path) -> None:
 
 
 async def test_codex_success_is_unpriced(tmp_path: Path) -> None:
-    outcome, seen = await run_preset(tmp_path, "codex", "success.jsonl", resume="0199a213")
+    outcome, seen = await run_preset(
+        tmp_path, "codex", "success.jsonl", resume="0199a213-81c0-7800-8aa1-bbab2a035a50"
+    )
 
     assert outcome.status is OutcomeStatus.SUCCEEDED
     assert outcome.message == "All 12 tests pass; the task is marked done."
     assert outcome.usage.priced is False
     assert outcome.usage.cost_subcents == 0
-    assert seen["argv"][-3:] == ["resume", "0199a213", "-"]
+    assert seen["argv"][-3:] == ["resume", "0199a213-81c0-7800-8aa1-bbab2a035a50", "-"]
     assert seen["stdin"] == "Fix the checkout test."
 
 

@@ -88,16 +88,25 @@ def test_claude_new_session(tmp_path: Path) -> None:
 
 def test_claude_resumed_session_with_extra_args(tmp_path: Path) -> None:
     invocation = build_invocation(
-        launch("claude", resume="5d3a-uuid", preset_args=("--model", "opus")), tmp_path
+        launch(
+            "claude", resume="5d3a1f0e-8c2b-4b7e-9a61-0f4c2d9e7b10", preset_args=("--model", "opus")
+        ),
+        tmp_path,
     )
 
     assert invocation is not None
-    assert invocation.argv[-4:] == ("--model", "opus", "--resume", "5d3a-uuid")
+    assert invocation.argv[-3:] == (
+        "--model",
+        "opus",
+        "--resume=5d3a1f0e-8c2b-4b7e-9a61-0f4c2d9e7b10",
+    )
 
 
 def test_codex_new_and_resumed(tmp_path: Path) -> None:
     fresh = build_invocation(launch("codex"), tmp_path)
-    resumed = build_invocation(launch("codex", resume="0199a213"), tmp_path)
+    resumed = build_invocation(
+        launch("codex", resume="0199a213-81c0-7800-8aa1-bbab2a035a50"), tmp_path
+    )
 
     assert fresh is not None
     assert resumed is not None
@@ -109,13 +118,15 @@ def test_codex_new_and_resumed(tmp_path: Path) -> None:
         f"mcp_servers.office.args={json.dumps(server_args(tmp_path))}",
     )
     assert fresh.argv[8:] == ("-",)
-    assert resumed.argv[8:] == ("resume", "0199a213", "-")
+    assert resumed.argv[8:] == ("resume", "0199a213-81c0-7800-8aa1-bbab2a035a50", "-")
     assert fresh.stdin == resumed.stdin == b"Fix it."
 
 
 def test_gemini_prompt_as_argument_and_mcp_settings(tmp_path: Path) -> None:
     fresh = build_invocation(launch("gemini"), tmp_path)
-    resumed = build_invocation(launch("gemini", resume="c0ffee00"), tmp_path)
+    resumed = build_invocation(
+        launch("gemini", resume="c0ffee00-1234-4cde-8f00-5a5a5a5a5a50"), tmp_path
+    )
 
     assert fresh is not None
     assert resumed is not None
@@ -124,8 +135,7 @@ def test_gemini_prompt_as_argument_and_mcp_settings(tmp_path: Path) -> None:
         "gemini",
         "--output-format",
         "stream-json",
-        "--resume",
-        "c0ffee00",
+        "--resume=c0ffee00-1234-4cde-8f00-5a5a5a5a5a50",
         "--prompt",
         "Fix it.",
     )

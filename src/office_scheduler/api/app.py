@@ -10,8 +10,9 @@ from fastapi import Depends, FastAPI
 from office_scheduler import __version__
 from office_scheduler.api.deps import reject_nul
 from office_scheduler.api.errors import install_error_handlers
-from office_scheduler.api.limits import install_limits
+from office_scheduler.api.limits import Authenticate, install_limits
 from office_scheduler.api.routes import api_router
+from office_scheduler.domain.errors import AuthError
 from office_scheduler.service import Service
 from office_scheduler.web import install_dashboard
 
@@ -48,8 +49,21 @@ def create_app(service: Service, *, lifespan_manages_service: bool = False) -> F
     )
     app.state.service = service
     install_error_handlers(app)
-    install_limits(app)
+    install_limits(app, authenticate=_token_check(service))
     app.include_router(api_router)
     # The web dashboard at / (its routes stay out of the OpenAPI schema).
     install_dashboard(app)
     return app
+
+
+def _token_check(service: Service) -> Authenticate:
+    """Whether a bearer secret is a valid token of ``service`` (checked off the loop)."""
+
+    async def check(secret: str) -> bool:
+        try:
+            await service.tokens.authenticate_async(secret, now=service.clock.now())
+        except AuthError:
+            return False
+        return True
+
+    return check

@@ -15,7 +15,14 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from office_scheduler.auth import Principal, denial
+from office_scheduler.auth import (
+    RUN_TOKEN_KEPT_FIELDS,
+    Principal,
+    changed_kept_fields,
+    denial,
+    field_denial,
+    refused_fields,
+)
 from office_scheduler.domain.errors import (
     AuthError,
     ForbiddenError,
@@ -70,11 +77,14 @@ async def authenticate(
     """The caller of this request, from ``Authorization: Bearer <token>``.
 
     A run token also stops working as soon as its run has ended, even if its revocation
-    was missed, and may call only the operations its scope table lists.
+    was missed, and may call only the operations its scope table lists, with only the
+    body fields its field table lists.
 
     Raises:
         AuthError: no bearer token, or an unknown, revoked or expired one (401).
-        ForbiddenError: a run token calling an operation outside its scope (403).
+        ForbiddenError: a run token calling an operation outside its scope, or sending a
+            body field :data:`office_scheduler.auth.RUN_TOKEN_FIELDS` does not list for
+            it (403, ``field`` names it).
     """
     if credentials is None or not credentials.credentials:
         raise AuthError("missing bearer token")
@@ -91,7 +101,45 @@ async def authenticate(
     operation = operation_of(request)
     if not principal.may(operation):
         raise ForbiddenError(denial(operation))
+    if not principal.is_admin:
+        sent = await _json_body(request)
+        refused = refused_fields(operation, sent)
+        if not refused and isinstance(sent, dict) and operation in RUN_TOKEN_KEPT_FIELDS:
+            reference = await _kept_values(service, principal, request, sent)
+            refused = changed_kept_fields(operation, sent, reference)
+        if refused:
+            raise ForbiddenError(field_denial(operation, refused[0]), field=refused[0])
     return principal
+
+
+async def _kept_values(
+    service: Service, principal: Principal, request: Request, sent: dict[str, object]
+) -> dict[str, object]:
+    """The values a run token's task write may repeat: the task's, or its parent's.
+
+    A task outside the token's workspace (or none) counts as one with no values, so the
+    answer never depends on another tenant's data.
+    """
+    task_id = request.path_params.get("task_id") or sent.get("parent_id")
+    if not isinstance(task_id, str):
+        return {}
+    try:
+        task = await asyncio.to_thread(service.store.office.get_task, task_id)
+    except NotFoundError:
+        return {}
+    if task.workspace_id != principal.workspace_id:
+        return {}
+    return {"executor": task.executor, "project_id": task.project_id}
+
+
+async def _json_body(request: Request) -> object:
+    """The request's JSON body as FastAPI parsed it (cached on the request), else ``None``."""
+    if not await request.body():
+        return None
+    try:
+        return await request.json()
+    except ValueError:
+        return None
 
 
 PrincipalDep = Annotated[Principal, Depends(authenticate)]

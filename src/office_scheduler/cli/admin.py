@@ -33,7 +33,14 @@ from office_scheduler.cli.state import (
     table,
 )
 from office_scheduler.config import Settings
-from office_scheduler.files import ImportPlan, export_config, load_config, plan_import, run_import
+from office_scheduler.files import (
+    Action,
+    ImportPlan,
+    export_config,
+    load_config,
+    plan_import,
+    run_import,
+)
 from office_scheduler.service import Service
 from office_scheduler.store import migrate
 from office_scheduler.store.facade import Store
@@ -171,20 +178,57 @@ PLAN_COLUMNS = [("kind", "kind"), ("name", "name"), ("action", "action"), ("fiel
 def plan_rows(plan: ImportPlan) -> list[dict[str, object]]:
     """The plan's changes as table rows (also the ``--json`` form)."""
     return [
-        {**asdict(change), "action": change.action.value, "fields": list(change.fields)}
+        {
+            **asdict(change),
+            "action": change.action.value,
+            "fields": list(change.fields),
+            "details": list(change.details),
+            "warnings": list(change.warnings),
+        }
         for change in plan.changes
     ]
+
+
+def plan_details(plan: ImportPlan) -> str:
+    """The values and warnings of each created or updated record, for the terminal.
+
+    Every warning line starts with ``!`` so that it stands out from the values.
+    """
+    lines: list[str] = []
+    for change in plan.changes:
+        if not change.details and not change.warnings:
+            continue
+        what = "new" if change.action is Action.CREATE else "changed"
+        lines.append(f"{what} {change.kind} {change.name!r}:")
+        lines += [f"    {detail}" for detail in change.details]
+        lines += [f"  ! {warning}" for warning in change.warnings]
+    warned = sum(len(change.warnings) for change in plan.changes)
+    if warned:
+        lines.append(f"{warned} warning(s): read them before applying this plan.")
+    return "\n".join(lines)
 
 
 @click.command("import")
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--dry-run", is_flag=True, help="Show the plan and change nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Apply without asking for confirmation.")
+@click.option(
+    "--allow-env",
+    "allow_env",
+    multiple=True,
+    metavar="NAME",
+    help="Let ${env:NAME} read this OFFICE_* variable (refused otherwise; repeatable).",
+)
 @db_option
 @json_option
-def import_command(directory: Path, dry_run: bool, yes: bool) -> None:
-    """Create or update a workspace, its agents and projects from a config DIRECTORY."""
-    config = load_config(directory)
+def import_command(directory: Path, dry_run: bool, yes: bool, allow_env: tuple[str, ...]) -> None:
+    """Create or update a workspace, its agents and projects from a config DIRECTORY.
+
+    The plan shows every value a new record gets (executors' argv, env names, pass_env,
+    project directories) and flags paths outside DIRECTORY, shells and ${env:...}
+    references; read it before applying.
+    """
+    config = load_config(directory, allow_env=allow_env)
     current = state()
     opened = planning_store(current) if dry_run else open_store(current, upgrade=True)
     with opened as store:
@@ -196,6 +240,9 @@ def import_command(directory: Path, dry_run: bool, yes: bool) -> None:
         if not current.json:
             click.echo(f"Import plan for workspace {config.name!r}:")
             click.echo(table(rows, PLAN_COLUMNS, max_width=80))
+            details = plan_details(plan)
+            if details:
+                click.echo(details)
         if plan.has_changes and not dry_run:
             if not yes:
                 if not sys.stdin.isatty():

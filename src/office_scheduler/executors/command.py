@@ -26,6 +26,7 @@ from typing import Any
 from office_scheduler.domain.execution import Launch, Outcome
 from office_scheduler.domain.models import JSON
 from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunReason
+from office_scheduler.executors import session_ids
 from office_scheduler.executors.base import EventSink, ExecutionSink, config_failure
 from office_scheduler.executors.parsers import ResultAccumulator, classify_failure
 from office_scheduler.executors.presets import PresetError, build_invocation, is_lost_session
@@ -77,6 +78,7 @@ class CommandExecutor:
         """
         if not launch.config.argv and launch.config.preset is None:
             return config_failure(f"executor {launch.config.name!r} has no command (empty argv)")
+        launch = await session_ids.screen_launch(launch, sink)
         if not launch.resume_session_id and launch.full_prompt:
             # A delta prompt assumes the resumed history; a new session needs the full one.
             launch = replace(launch, prompt=launch.full_prompt)
@@ -99,7 +101,7 @@ class CommandExecutor:
                     prompt=launch.full_prompt or launch.prompt,
                 )
                 outcome, _ = await self._run_once(fresh, sink, tmpdir)
-            return outcome
+            return await session_ids.screen_outcome(outcome, launch, sink)
         finally:
             shutil.rmtree(tmpdir, ignore_errors=True)
 

@@ -8,7 +8,7 @@ are used:
   https://docs.anthropic.com/en/docs/claude-code/mcp,
   https://docs.anthropic.com/en/docs/claude-code/iam):
   ``claude -p --output-format stream-json --verbose --mcp-config <file> --allowedTools
-  mcp__office [--resume <session id>]``, prompt on stdin. The MCP config is a JSON file
+  mcp__office [--resume=<session id>]``, prompt on stdin. The MCP config is a JSON file
   ``{"mcpServers": {"office": {"command": ..., "args": [...]}}}`` in the run's temp dir.
 * Codex (https://github.com/openai/codex/blob/main/docs/exec.md,
   https://github.com/openai/codex/blob/main/docs/config.md):
@@ -19,7 +19,7 @@ are used:
   https://geminicli.com/docs/cli/session-management,
   https://geminicli.com/docs/cli/configuration,
   https://github.com/google-gemini/gemini-cli/blob/main/docs/tools/mcp-server.md):
-  ``gemini --output-format stream-json [--resume <session id>] --prompt <prompt>``, stdin
+  ``gemini --output-format stream-json [--resume=<session id>] --prompt <prompt>``, stdin
   empty; a prompt over :data:`ARGV_PROMPT_LIMIT` bytes goes on stdin (which Gemini reads as
   context) with a short ``--prompt`` pointing at it. The MCP server is declared in a
   system-defaults settings file named by ``GEMINI_CLI_SYSTEM_DEFAULTS_PATH`` (lowest
@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Final
 
 from office_scheduler.domain.execution import Launch
+from office_scheduler.executors.session_ids import resume_args
 
 PRESET_NAMES: Final = ("claude", "codex", "gemini")
 #: The name our MCP server has inside each CLI (Claude tools are ``mcp__office__<tool>``).
@@ -179,7 +180,7 @@ def _claude(launch: Launch, tmpdir: Path) -> Invocation:
         *launch.config.preset_args,
     ]
     if launch.resume_session_id:
-        argv += ["--resume", launch.resume_session_id]
+        argv += resume_args("claude", launch.resume_session_id)
     return Invocation(argv=tuple(argv), env={}, stdin=launch.prompt.encode("utf-8", "replace"))
 
 
@@ -198,7 +199,7 @@ def _codex(launch: Launch, tmpdir: Path) -> Invocation:
         *launch.config.preset_args,
     ]
     if launch.resume_session_id:
-        argv += ["resume", launch.resume_session_id]
+        argv += resume_args("codex", launch.resume_session_id)
     argv.append("-")
     return Invocation(argv=tuple(argv), env={}, stdin=launch.prompt.encode("utf-8", "replace"))
 
@@ -213,7 +214,7 @@ def _gemini(launch: Launch, tmpdir: Path) -> Invocation:
     env = {"GEMINI_CLI_SYSTEM_DEFAULTS_PATH": _write_json(tmpdir / GEMINI_SETTINGS_FILE, settings)}
     argv = ["gemini", "--output-format", "stream-json", *launch.config.preset_args]
     if launch.resume_session_id:
-        argv += ["--resume", launch.resume_session_id]
+        argv += resume_args("gemini", launch.resume_session_id)
     prompt = launch.prompt.encode("utf-8", "replace")
     if len(prompt) <= ARGV_PROMPT_LIMIT:
         return Invocation(argv=(*argv, "--prompt", launch.prompt), env=env, stdin=b"")

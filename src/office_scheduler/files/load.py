@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,10 +15,16 @@ from office_scheduler.domain.status import AgentRole, AgentStatus
 from office_scheduler.executors.presets import PRESET_NAMES
 from office_scheduler.files.budgets import check_budget_names, load_budgets
 from office_scheduler.files.fields import Fields, read_yaml
-from office_scheduler.files.model import AgentSpec, OfficeConfig, ProjectSpec, RoutineSpec
+from office_scheduler.files.model import (
+    AgentSpec,
+    EnvReference,
+    OfficeConfig,
+    ProjectSpec,
+    RoutineSpec,
+)
 from office_scheduler.files.notifications import load_notifications
 from office_scheduler.files.routines import load_routine
-from office_scheduler.files.secret_refs import resolve_env_value
+from office_scheduler.files.secret_refs import referenced_name, resolve_env_value
 from office_scheduler.store.agent_rules import permission_policy
 
 EXECUTOR_KINDS = ("command", "acp")
@@ -32,7 +38,14 @@ def _resolve_arg(arg: str, root: Path) -> str:
     return arg
 
 
-def _executor(name: str, data: object, root: Path) -> ExecutorConfig:
+#: Variables ``${env:NAME}`` may not read without ``--allow-env NAME``: the office's own
+#: (the importer's admin token, API URL, database URL) are not meant for an agent.
+OFFICE_VARIABLE_PREFIX = "OFFICE_"
+
+
+def _executor(
+    name: str, data: object, root: Path, allow_env: frozenset[str], refs: list[EnvReference]
+) -> ExecutorConfig:
     spec = Fields(data, "office.yml", f"executors.{name}.")
     kind = spec.text("kind", "command")
     if kind not in EXECUTOR_KINDS:
@@ -47,6 +60,15 @@ def _executor(name: str, data: object, root: Path) -> ExecutorConfig:
     env: dict[str, str] = {}
     for key, value in env_data.items():
         # ``${env:NAME}`` (what export writes) is read from the importing process.
+        variable = referenced_name(str(value))
+        if variable is not None:
+            if variable.startswith(OFFICE_VARIABLE_PREFIX) and variable not in allow_env:
+                raise spec.error(
+                    f"env.{key}",
+                    f"refers to {value}, one of the office's own variables: add"
+                    f" --allow-env {variable} to import it",
+                )
+            refs.append(EnvReference(executor=name, key=str(key), variable=variable))
         resolved = resolve_env_value(str(value), os.environ)
         if resolved is None:
             raise spec.error(f"env.{key}", f"refers to {value}, which is not set")
@@ -165,8 +187,13 @@ def _unique_routines(routines: Sequence[RoutineSpec], wheres: Sequence[str]) -> 
         seen[key] = where
 
 
-def load_config(directory: Path | str) -> OfficeConfig:
+def load_config(directory: Path | str, *, allow_env: Iterable[str] = ()) -> OfficeConfig:
     """Read and validate the office config in ``directory``.
+
+    Args:
+        directory: the config directory.
+        allow_env: ``OFFICE_*`` variables an executor's ``${env:NAME}`` may read (the
+            others are refused: they are the importer's, not an agent's).
 
     Returns:
         The config, with machine-dependent values resolved (see the module docstring).
@@ -185,7 +212,11 @@ def load_config(directory: Path | str) -> OfficeConfig:
     executor_data = office.get("executors") or {}
     if not isinstance(executor_data, dict):
         raise office.error("executors", "must map executor names to definitions")
-    executors = {str(key): _executor(str(key), value, root) for key, value in executor_data.items()}
+    allowed, refs = frozenset(allow_env), list[EnvReference]()
+    executors = {
+        str(key): _executor(str(key), value, root, allowed, refs)
+        for key, value in executor_data.items()
+    }
     values = Fields(office.get("settings"), "office.yml", "settings.")
     settings = WorkspaceSettings(
         coalesce_window=timedelta(seconds=values.number("coalesce_window_s", 5.0)),
@@ -235,5 +266,7 @@ def load_config(directory: Path | str) -> OfficeConfig:
         projects=tuple(sorted(projects, key=lambda p: p.name)),
         routines=tuple(sorted(routines, key=lambda r: (r.name, r.assignee or ""))),
         budgets=budgets,
+        root=str(root),
+        env_references=tuple(refs),
         notifications=notifications,
     )

@@ -134,7 +134,9 @@ class ChannelSpec:
 class OfficeConfig:
     """A whole office: the workspace, its settings and executors, agents, projects, routines.
 
-    Agents, projects and routines are ordered by name.
+    Agents, projects and routines are ordered by name. ``root`` is the config directory
+    (absolute) and ``env_references`` the executor values read from ``${env:NAME}``, both
+    for the import plan.
     """
 
     name: str
@@ -145,6 +147,17 @@ class OfficeConfig:
     routines: tuple[RoutineSpec, ...] = ()
     budgets: tuple[BudgetSpec, ...] = ()
     notifications: tuple[ChannelSpec, ...] = ()
+    root: str | None = field(default=None, compare=False)
+    env_references: tuple[EnvReference, ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EnvReference:
+    """An executor ``env`` value read from the importing process (``${env:NAME}``)."""
+
+    executor: str
+    key: str
+    variable: str
 
 
 class Action(StrEnum):
@@ -160,13 +173,17 @@ class Change:
     """One planned change: ``kind`` is ``workspace``, ``agent``, ``project`` or ``routine``.
 
     A routine's ``fields`` name ``triggers`` when triggers are added, removed, enabled or
-    disabled.
+    disabled. ``details`` show the values a new record gets (every field) or a changed one
+    gets (the changed fields), as ``key: value`` lines with ``env`` values never shown;
+    ``warnings`` flag what deserves a second look (see :mod:`office_scheduler.files.review`).
     """
 
     kind: str
     name: str
     action: Action
     fields: tuple[str, ...] = ()
+    details: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -19,6 +19,7 @@ from office_scheduler.files.model import (
     ProjectSpec,
 )
 from office_scheduler.files.notifications import apply_notifications, plan_notifications
+from office_scheduler.files.review import review
 from office_scheduler.files.routine_sync import apply_routines, plan_routines
 from office_scheduler.store.facade import Store
 
@@ -97,6 +98,8 @@ def plan_import(store: Store, config: OfficeConfig) -> ImportPlan:
 
     Records are matched by workspace name, then agent, project and routine name in that
     workspace (see :mod:`office_scheduler.files.routine_sync` for routines and triggers).
+    Each created or updated record carries its values and warnings
+    (:func:`office_scheduler.files.review.review`).
     """
     office = store.office
     workspace = office.find_workspace_by_name(config.name)
@@ -130,10 +133,12 @@ def plan_import(store: Store, config: OfficeConfig) -> ImportPlan:
     changes += plan_routines(store, workspace_id, config.routines)
     changes += plan_budgets(store, workspace_id, config.budgets)
     changes += plan_notifications(store, workspace_id, config.notifications)
-    return ImportPlan(
-        config=config,
-        workspace_id=None if workspace is None else workspace.id,
-        changes=tuple(changes),
+    return review(
+        ImportPlan(
+            config=config,
+            workspace_id=None if workspace is None else workspace.id,
+            changes=tuple(changes),
+        )
     )
 
 

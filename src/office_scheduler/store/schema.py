@@ -461,6 +461,20 @@ api_tokens = sa.Table(
     sa.Index("ix_api_tokens_run", "run_id"),
 )
 
+#: Dashboard sign-ins: the browser's cookie holds a random session id, stored here only as
+#: its SHA-256; a session ends at ``expires_at``, on sign-out (``revoked_at``) and as soon
+#: as its admin token stops being active.
+dashboard_sessions = sa.Table(
+    "dashboard_sessions",
+    metadata,
+    sa.Column("session_hash", sa.String(128), primary_key=True),
+    _ref("token_id", "api_tokens.id"),
+    _ts("created_at", nullable=False),
+    _ts("expires_at", nullable=False),
+    _ts("revoked_at"),
+    sa.Index("ix_dashboard_sessions_token", "token_id"),
+)
+
 scheduler_leases = sa.Table(
     "scheduler_leases",
     metadata,

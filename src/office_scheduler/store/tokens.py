@@ -17,7 +17,7 @@ from office_scheduler.store.engine import Database
 from office_scheduler.store.ids import new_id
 from office_scheduler.store.pagination import Page, check_limit, decode_cursor, make_page
 from office_scheduler.store.rows import token_from_row
-from office_scheduler.store.schema import api_tokens
+from office_scheduler.store.schema import api_tokens, dashboard_sessions
 from office_scheduler.store.sql import all_rows, first_row, unique_conflict
 from office_scheduler.store.validation import clean_text, enum_value
 
@@ -118,7 +118,9 @@ class TokenStore:
             return None if row is None else token_from_row(row)
 
     def revoke(self, token_id: str, *, now: datetime) -> None:
-        """Revoke a token (idempotent: a revoked token keeps its first ``revoked_at``).
+        """Revoke a token and its dashboard sessions (idempotent).
+
+        A revoked token keeps its first ``revoked_at``.
 
         Raises:
             NotFoundError: no such token (field ``token_id``).
@@ -130,6 +132,59 @@ class TokenStore:
             conn.execute(
                 sa.update(api_tokens)
                 .where(api_tokens.c.id == token_id, api_tokens.c.revoked_at.is_(None))
+                .values(revoked_at=now)
+            )
+            conn.execute(
+                sa.update(dashboard_sessions)
+                .where(
+                    dashboard_sessions.c.token_id == token_id,
+                    dashboard_sessions.c.revoked_at.is_(None),
+                )
+                .values(revoked_at=now)
+            )
+
+    def create_session(
+        self, *, session_hash: str, token_id: str, now: datetime, expires_at: datetime
+    ) -> None:
+        """Store a dashboard session by the hash of its id, for the admin token ``token_id``."""
+        with self._db.write() as conn:
+            conn.execute(
+                sa.insert(dashboard_sessions).values(
+                    session_hash=session_hash,
+                    token_id=token_id,
+                    created_at=now,
+                    expires_at=expires_at,
+                )
+            )
+
+    def find_session(self, session_hash: str, *, now: datetime) -> ApiToken | None:
+        """The token of a live dashboard session, else ``None``.
+
+        Live: neither the session nor its token is revoked or expired at ``now``.
+        """
+        query = (
+            sa.select(api_tokens)
+            .join(dashboard_sessions, dashboard_sessions.c.token_id == api_tokens.c.id)
+            .where(
+                dashboard_sessions.c.session_hash == session_hash,
+                dashboard_sessions.c.revoked_at.is_(None),
+                dashboard_sessions.c.expires_at > now,
+                _active(now),
+            )
+        )
+        with self._db.read() as conn:
+            row = first_row(conn, query)
+        return None if row is None else token_from_row(row)
+
+    def revoke_session(self, session_hash: str, *, now: datetime) -> None:
+        """End a dashboard session (idempotent; an unknown hash is ignored)."""
+        with self._db.write() as conn:
+            conn.execute(
+                sa.update(dashboard_sessions)
+                .where(
+                    dashboard_sessions.c.session_hash == session_hash,
+                    dashboard_sessions.c.revoked_at.is_(None),
+                )
                 .values(revoked_at=now)
             )
 

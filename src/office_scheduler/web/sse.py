@@ -22,7 +22,7 @@ from starlette.responses import Response
 
 from office_scheduler.domain.errors import AuthError
 from office_scheduler.web.pages.common import page_router
-from office_scheduler.web.session import COOKIE, SessionDep, admin_of, service_of
+from office_scheduler.web.session import COOKIE, SessionDep, service_of, session_admin
 from office_scheduler.web.sources import dashboard_store
 
 router = page_router()
@@ -52,7 +52,7 @@ async def events(request: Request, _: SessionDep) -> Response:
             polls += 1
             if polls % REAUTH_EVERY == 0:
                 try:
-                    await admin_of(secret, service)
+                    await session_admin(secret, service)
                 except AuthError:
                     yield {"event": "signed-out", "data": "{}"}
                     return

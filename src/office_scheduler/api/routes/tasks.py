@@ -13,6 +13,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from office_scheduler.api import gate
 from office_scheduler.api.deps import (
     PrincipalDep,
     ServiceDep,
@@ -110,7 +111,8 @@ async def update_task(
 ) -> TaskDetailOut:
     """Change a task (``assignee_agent_id: null`` unassigns; a new assignee is woken)."""
     changes = body.changes(nullable=TaskPatch.NULLABLE)
-    await load_task(service, principal, task_id)
+    current = await load_task(service, principal, task_id)
+    await gate.check_finish(service, principal, current, changes.get("state"))
     task = await service.office.update_task(task_id, changes, actor_agent_id=principal.agent_id)
     return await _detail(service, task)
 
@@ -131,8 +133,9 @@ async def add_blocker(
 async def remove_blocker(
     task_id: str, blocker_id: str, service: ServiceDep, principal: PrincipalDep
 ) -> TaskDetailOut:
-    """Remove a blocker link (idempotent)."""
+    """Remove a blocker link (idempotent); a run token may not remove one awaiting approval."""
     await load_task(service, principal, task_id)
+    await gate.check_unblock(service, principal, blocker_id)
     task = await service.office.remove_blocker(
         task_id, blocker_id, actor_agent_id=principal.agent_id
     )
@@ -141,8 +144,12 @@ async def remove_blocker(
 
 @router.post("/tasks/{task_id}/archive")
 async def archive_task(task_id: str, service: ServiceDep, principal: PrincipalDep) -> TaskDetailOut:
-    """Archive the task (idempotent); it no longer counts as actionable."""
-    await load_task(service, principal, task_id)
+    """Archive the task (idempotent); it no longer counts as actionable.
+
+    A run token may not archive a task awaiting approval (409, see
+    :mod:`office_scheduler.api.gate`).
+    """
+    await gate.check_archive(service, principal, await load_task(service, principal, task_id))
     task = await service.office.archive_task(task_id, actor_agent_id=principal.agent_id)
     return await _detail(service, task)
 

@@ -14,6 +14,7 @@ from office_scheduler.web.session import (
     SameOriginDep,
     admin_of,
     end_session,
+    login_throttle,
     service_of,
     start_session,
 )
@@ -40,24 +41,40 @@ async def login(
     token: Annotated[str, Form(max_length=500)] = "",
     next: Annotated[str, Form(max_length=2000)] = "/",
 ) -> Response:
-    """Check the admin token and start a session; a wrong token shows the form again (401)."""
+    """Check the admin token and start a session; a wrong token shows the form again (401).
+
+    An address with too many recent failures gets 429 with ``Retry-After``, its token
+    unchecked (see :class:`~office_scheduler.web.session.LoginThrottle`).
+    """
     target = _local(next)
     secret = token.strip()
+    service = service_of(request)
+    throttle = login_throttle(request)
+    address = request.client.host if request.client else "?"
+    wait = throttle.wait_s(address, service.clock.now())
+    if wait:
+        error = f"too many failed sign-ins from your address; try again in {wait} s"
+        context = {"next": target, "error": error}
+        response = render(request, "login.html", context, status_code=429)
+        response.headers["Retry-After"] = str(wait)
+        return response
     try:
         if not secret:
             raise AuthError("paste the admin token (it is in $OFFICE_HOME/admin_token)")
-        await admin_of(secret, service_of(request))
+        principal = await admin_of(secret, service)
     except AuthError as exc:
+        if secret:
+            throttle.failed(address, service.clock.now())
         context = {"next": target, "error": exc.message}
         return render(request, "login.html", context, status_code=401)
     response = RedirectResponse(target, status_code=303)
-    start_session(response, request, secret)
+    await start_session(response, request, principal)
     return response
 
 
 @router.post("/logout", dependencies=[SameOriginDep])
-async def logout() -> Response:
-    """End the session."""
+async def logout(request: Request) -> Response:
+    """End the session (on the server too: its cookie no longer works anywhere)."""
     response = RedirectResponse("/login", status_code=303)
-    end_session(response)
+    await end_session(response, request)
     return response
