@@ -100,6 +100,7 @@ def test_channels_import_and_export_their_credentials_as_references(
         ("ops: {url: 'http://x', secret: S, colour: red}", "office.yml: notifications.ops.colour"),
         ("ops: {url: '${env:NOT_SET_ANYWHERE}', secret: S}", "office.yml: notifications.ops.url"),
         ("'bad name': {url: 'http://x', secret: S}", "office.yml: notifications.bad name"),
+        ("ops: {url: '${env:OFFICE_TOKEN}', secret: S}", "office.yml: notifications.ops.url"),
     ],
 )
 def test_bad_channel_entries_name_the_key(tmp_path: Path, entry: str, field: str) -> None:
@@ -108,3 +109,16 @@ def test_bad_channel_entries_name_the_key(tmp_path: Path, entry: str, field: str
     with pytest.raises(InvalidInputError) as bad:
         load_config(_write(tmp_path / "office", f"{head}notifications:\n  {body}\n"))
     assert bad.value.field == field
+
+
+def test_office_variables_need_allow_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OFFICE_HOOK_URL", "http://127.0.0.1:9/h")
+    head = OFFICE_YML.split("notifications:")[0]
+    root = _write(
+        tmp_path / "office",
+        f"{head}notifications:\n  ops: {{url: '${{env:OFFICE_HOOK_URL}}', secret: '{SECRET}'}}\n",
+    )
+    with pytest.raises(InvalidInputError, match="--allow-env OFFICE_HOOK_URL"):
+        load_config(root)
+    [channel] = load_config(root, allow_env=["OFFICE_HOOK_URL"]).notifications
+    assert channel.values["url"] == "http://127.0.0.1:9/h"

@@ -228,7 +228,7 @@ def load_config(directory: Path | str, *, allow_env: Iterable[str] = ()) -> Offi
     )
     values.done()
     budgets = load_budgets(office.get("budgets"))
-    notifications = load_notifications(office.get("notifications"))
+    notifications = load_notifications(office.get("notifications"), allowed)
     office.done()
     if settings.default_executor is not None and settings.default_executor not in executors:
         raise values.error(

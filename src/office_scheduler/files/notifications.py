@@ -19,23 +19,35 @@ from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.domain.notifications import ChannelKind, NotificationChannel
 from office_scheduler.files.fields import Fields
 from office_scheduler.files.model import Action, Change, ChannelSpec
-from office_scheduler.files.secret_refs import env_reference, resolve_env_value
+from office_scheduler.files.secret_refs import env_reference, referenced_name, resolve_env_value
 from office_scheduler.notifications.rules import channel_values, check_name
 from office_scheduler.store.facade import Store
 
 
-def _resolved(spec: Fields, key: str) -> str | None:
+def _resolved(spec: Fields, key: str, allow_env: frozenset[str]) -> str | None:
     value = spec.optional_text(key)
     if value is None:
         return None
+    variable = referenced_name(value)
+    if variable is not None and variable.startswith("OFFICE_") and variable not in allow_env:
+        raise spec.error(
+            key,
+            f"refers to {value}, one of the office's own variables: add"
+            f" --allow-env {variable} to import it",
+        )
     resolved = resolve_env_value(value, os.environ)
     if resolved is None:
         raise spec.error(key, f"refers to {value}, which is not set")
     return resolved
 
 
-def load_notifications(data: object) -> tuple[ChannelSpec, ...]:
+def load_notifications(
+    data: object, allow_env: frozenset[str] = frozenset()
+) -> tuple[ChannelSpec, ...]:
     """Read the ``notifications`` mapping of ``office.yml`` (absent: none).
+
+    ``${env:OFFICE_*}`` references are refused unless named in ``allow_env`` (a URL or
+    secret must not carry the importer's own token to a receiver).
 
     Raises:
         InvalidInputError: a malformed entry (``field`` names ``office.yml:
@@ -56,11 +68,11 @@ def load_notifications(data: object) -> tuple[ChannelSpec, ...]:
             raise spec.error("", str(exc)) from None
         fields: dict[str, object] = {
             "kind": spec.text("kind", ChannelKind.WEBHOOK.value),
-            "url": _resolved(spec, "url"),
+            "url": _resolved(spec, "url", allow_env),
             "events": spec.strings("events"),
             "enabled": spec.boolean("enabled", True),
         }
-        secret = _resolved(spec, "secret")
+        secret = _resolved(spec, "secret", allow_env)
         if secret is not None:
             fields["secret"] = secret
         spec.done()
