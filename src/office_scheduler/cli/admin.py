@@ -34,9 +34,29 @@ from office_scheduler.cli.state import (
 )
 from office_scheduler.config import Settings
 from office_scheduler.files import ImportPlan, export_config, load_config, plan_import, run_import
+from office_scheduler.permissions import ensure_home, loose_modes
 from office_scheduler.service import Service
 from office_scheduler.store import migrate
 from office_scheduler.store.facade import Store
+
+
+def admin_token_line(secret: str, path: Path, terminal: bool) -> str:
+    """What ``office serve`` prints about a new first admin token.
+
+    The secret itself is shown only on a terminal: under a service manager stdout goes to
+    a journal that others may read, so only the file's path (mode 0600) is printed there.
+    """
+    if terminal:
+        return f"Admin token (shown once; saved to {path}): {secret}"
+    return f"Admin token saved to {path} (mode 0600; stdout is not a terminal, so not shown)"
+
+
+def warn_loose_modes(current: CliState) -> None:
+    """Warn on stderr about a data directory or SQLite files others can read."""
+    url = sa.make_url(current.settings().resolved_database_url)
+    database = Path(url.database) if url.get_backend_name() == "sqlite" and url.database else None
+    for line in loose_modes(current.home, database):
+        click.echo(f"office: warning: {line}: others may read its secrets; chmod it", err=True)
 
 
 def _shown_url(url: str) -> str:
@@ -50,7 +70,7 @@ def open_store(current: CliState, *, upgrade: bool) -> Iterator[Store]:
     Raises:
         CliError: the database has not been initialised (and ``upgrade`` is false).
     """
-    current.home.mkdir(parents=True, exist_ok=True)
+    ensure_home(current.home)
     url = current.settings().resolved_database_url
     if upgrade:
         upgrade_database(url)
@@ -109,6 +129,7 @@ def serve(host: str, port: int, no_api: bool, no_scheduler: bool) -> None:
     if no_api and no_scheduler:
         raise CliError("--no-api and --no-scheduler together leave nothing to run", 2)
     current = state()
+    warn_loose_modes(current)
     with open_store(current, upgrade=True) as store:
         # The first admin token goes to a process that serves the API: its home is where
         # the operator's client commands look (a scheduler-only node may be elsewhere).
@@ -118,7 +139,7 @@ def serve(host: str, port: int, no_api: bool, no_scheduler: bool) -> None:
             else ensure_admin_token(store, current.admin_token_path, datetime.now(UTC))
         )
     if secret is not None:
-        click.echo(f"Admin token (shown once; saved to {current.admin_token_path}): {secret}")
+        click.echo(admin_token_line(secret, current.admin_token_path, sys.stdout.isatty()))
     sock: socket.socket | None = None
     api_url = current.api_url
     if no_api and "OFFICE_API_URL" not in current.environ and api_url == DEFAULT_API_URL:
@@ -159,13 +180,19 @@ def db_group() -> None:
 def db_upgrade() -> None:
     """Create or migrate the database schema to the newest revision."""
     current = state()
-    current.home.mkdir(parents=True, exist_ok=True)
+    ensure_home(current.home)
     url = current.settings().resolved_database_url
     revision = upgrade_database(url)
     click.echo(f"database {_shown_url(url)} is at revision {revision}")
 
 
-PLAN_COLUMNS = [("kind", "kind"), ("name", "name"), ("action", "action"), ("fields", "fields")]
+PLAN_COLUMNS = [
+    ("kind", "kind"),
+    ("name", "name"),
+    ("action", "action"),
+    ("fields", "fields"),
+    ("note", "note"),
+]
 
 
 def plan_rows(plan: ImportPlan) -> list[dict[str, object]]:
@@ -180,15 +207,24 @@ def plan_rows(plan: ImportPlan) -> list[dict[str, object]]:
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--dry-run", is_flag=True, help="Show the plan and change nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Apply without asking for confirmation.")
+@click.option(
+    "--reset-status",
+    is_flag=True,
+    help="Also apply the file's status to agents paused or stopped since the last import.",
+)
 @db_option
 @json_option
-def import_command(directory: Path, dry_run: bool, yes: bool) -> None:
-    """Create or update a workspace, its agents and projects from a config DIRECTORY."""
+def import_command(directory: Path, dry_run: bool, yes: bool, reset_status: bool) -> None:
+    """Create or update a workspace, its agents and projects from a config DIRECTORY.
+
+    An agent paused or stopped by the system or a person since the last import keeps that
+    status (the plan's note says so) unless --reset-status is given.
+    """
     config = load_config(directory)
     current = state()
     opened = planning_store(current) if dry_run else open_store(current, upgrade=True)
     with opened as store:
-        plan = plan_import(store, config)
+        plan = plan_import(store, config, reset_status=reset_status)
         rows = plan_rows(plan)
         applied = False
         workspace_id = plan.workspace_id

@@ -38,6 +38,7 @@ from office_scheduler.domain.models import Project, Task
 from office_scheduler.domain.routines import SigningMode
 from office_scheduler.domain.status import TaskState
 from office_scheduler.files import NewWebhook, OfficeConfig, load_config, plan_import, run_import
+from office_scheduler.permissions import ensure_home
 from office_scheduler.routines import webhooks
 from office_scheduler.service import Service
 
@@ -57,14 +58,12 @@ def _demo_home(given: Path | None, base: Path) -> Path:
         home = given.expanduser().resolve()
         if (home / "office.db").exists():
             raise CliError(f"{home} already holds an office database; pick a new directory", 2)
-        home.mkdir(parents=True, exist_ok=True)
-        return home
+        return ensure_home(home)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     home, n = base / f"demo-{stamp}", 2
     while home.exists():
         home, n = base / f"demo-{stamp}-{n}", n + 1
-    home.mkdir(parents=True)
-    return home
+    return ensure_home(home)
 
 
 def _relocate(config: OfficeConfig, source: Path, home: Path) -> OfficeConfig:

@@ -143,13 +143,15 @@ class Change:
     """One planned change: ``kind`` is ``workspace``, ``agent``, ``project`` or ``routine``.
 
     A routine's ``fields`` name ``triggers`` when triggers are added, removed, enabled or
-    disabled.
+    disabled. ``note`` says what the import leaves alone on purpose (e.g. a pause the system
+    or a person made since the last import), empty otherwise.
     """
 
     kind: str
     name: str
     action: Action
     fields: tuple[str, ...] = ()
+    note: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
