@@ -9,13 +9,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 import click
-import httpx
 
+from office_scheduler.cli import id_prefix
 from office_scheduler.cli.state import CliError, CliState, state
+
+if TYPE_CHECKING:
+    import httpx
 
 API = "/api/v1"
 #: Entity ids are 32 lowercase hex digits (``store.ids.new_id``); anything else is a name.
@@ -120,6 +123,9 @@ class ApiClient:
         self.base_url = base_url.rstrip("/")
         self._missing_token_hint = "" if token else missing_token_hint
         headers = bearer_header(token, token_source or "OFFICE_TOKEN") if token else {}
+        # Imported here: `office <group> --help` builds no client and should not pay for it.
+        import httpx
+
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
 
     def close(self) -> None:
@@ -141,6 +147,12 @@ class ApiClient:
                 failed the operation (exit 1).
         """
         query = {k: v for k, v in (params or {}).items() if v is not None}
+        if not path.startswith("/ids/"):
+            path = id_prefix.expand_path(path, self.ids_with_prefix)
+            query = id_prefix.expand_fields(query, self.ids_with_prefix) or {}
+            body = id_prefix.expand_fields(body, self.ids_with_prefix)
+        import httpx
+
         try:
             response = self._http.request(method, API + path, params=query, json=body)
         except httpx.ConnectError:
@@ -175,6 +187,11 @@ class ApiClient:
             return response.json()
         except ValueError:
             raise CliError(f"the server at {self.base_url} sent a non-JSON answer") from None
+
+    def ids_with_prefix(self, kind: str, prefix: str) -> list[str]:
+        """The ids of ``kind`` that start with ``prefix`` (see :mod:`.id_prefix`)."""
+        found = self.get(api_path("ids", kind, prefix))
+        return [str(item) for item in found.get("ids", [])] if isinstance(found, dict) else []
 
     def get(self, path: str, **params: Any) -> Any:
         """``GET path`` with query ``params`` (``None`` values are left out)."""
@@ -303,7 +320,7 @@ def _id_or_name(records: Sequence[Mapping[str, Any]], value: str) -> str | None:
     for record in records:
         if value in (record.get("id"), record.get("name")):
             return str(record["id"])
-    return None
+    return id_prefix.unique_match(list(records), value, "records")
 
 
 def routine_ref(client: ApiClient, value: str) -> str:
@@ -321,6 +338,9 @@ def routine_ref(client: ApiClient, value: str) -> str:
         raise CliError("the routine must be an id or a name, not blank", 2)
     if _ID.fullmatch(value):
         return value
+    expanded = id_prefix.expand("routines", value, client.ids_with_prefix)
+    if expanded != value:
+        return expanded
     named = [
         (space["id"], routine)
         for space in client.collect("/workspaces", limit=1000)

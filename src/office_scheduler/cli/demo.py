@@ -24,6 +24,7 @@ from pathlib import Path
 import click
 import httpx
 
+from office_scheduler.cli.bundled import demo_office
 from office_scheduler.cli.monitor import ProgressMonitor, files_in
 from office_scheduler.cli.runtime import (
     OfficeRuntime,
@@ -42,7 +43,7 @@ from office_scheduler.permissions import ensure_home
 from office_scheduler.routines import webhooks
 from office_scheduler.service import Service
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "demo-office"
+EXAMPLES = demo_office()
 STARTER_TITLE = "Build a tiny greeting web page"
 STARTER_DESCRIPTION = (
     "Make a small static web page that greets visitors: an index.html with a heading,\n"
@@ -101,7 +102,7 @@ def demo(ctx: click.Context, exit_when_idle: bool, port: int, demo_home: Path | 
     if not (EXAMPLES / "office.yml").is_file():
         raise CliError(
             f"the demo office is missing: expected {EXAMPLES}/office.yml "
-            "(run the demo from a source checkout of office-scheduler)"
+            "(the installation is incomplete: reinstall office-scheduler)"
         )
     current = state()
     home = _demo_home(demo_home, current.home)

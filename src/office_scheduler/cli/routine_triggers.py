@@ -63,8 +63,14 @@ def trigger_group() -> None:
 @click.argument("routine_id", metavar="ROUTINE")
 @click.option("--kind", type=KINDS, required=True, help="What fires the routine.")
 @click.option("--cron", help="Five-field cron expression (schedule triggers).")
-@click.option("--tz", "timezone", help="IANA time zone of --cron [default: UTC].")
-@click.option("--signing", type=SIGNING, help="Webhook authentication [default: hmac_sha256].")
+@click.option("--tz", "--timezone", "timezone", help="IANA time zone of --cron [default: UTC].")
+@click.option(
+    "--signing",
+    "--signing-mode",
+    "signing",
+    type=SIGNING,
+    help="Webhook authentication [default: hmac_sha256].",
+)
 @click.option("--disabled", is_flag=True, help="Create it disabled.")
 @json_option
 def trigger_add(
