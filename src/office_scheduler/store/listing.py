@@ -218,6 +218,16 @@ class ListingStore:
         with self._db.read() as conn:
             return [str(found) for found in conn.execute(query).scalars()]
 
+    def run_status_counts(self, statuses: tuple[str, ...]) -> dict[str, int]:
+        """How many runs are in each of ``statuses`` (absent: none), for the metrics."""
+        query = (
+            sa.select(runs.c.status, sa.func.count())
+            .where(runs.c.status.in_(statuses))
+            .group_by(runs.c.status)
+        )
+        with self._db.read() as conn:
+            return {str(status): int(count) for status, count in conn.execute(query)}
+
     def ping(self) -> bool:
         """Run a trivial query; returns ``True`` when the database answers (health checks)."""
         with self._db.read() as conn:
