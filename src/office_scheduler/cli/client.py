@@ -275,6 +275,8 @@ def with_agent_names(
 ) -> list[dict[str, Any]]:
     """Copies of ``rows`` for a table, with the agent ids under ``keys`` shown as names.
 
+    An actor (``agent:<id>``) becomes ``agent:<name>``.
+
     The agents of each workspace the rows belong to (their ``workspace_id``, else
     ``workspace``) are listed once. An id that cannot be named (a deleted agent, a token
     that may not list agents) is shown as it is. With ``--json`` nothing is looked up:
@@ -290,9 +292,14 @@ def with_agent_names(
         except CliError:
             continue
         names.update({str(agent["id"]): str(agent["name"]) for agent in agents})
-    return [
-        {**row, **{key: names.get(str(row.get(key)), row.get(key)) for key in keys}} for row in rows
-    ]
+
+    def named(value: Any) -> Any:
+        text = str(value)
+        if text.startswith("agent:") and text[6:] in names:
+            return f"agent:{names[text[6:]]}"  # an actor
+        return names.get(text, value)
+
+    return [{**row, **{key: named(row.get(key)) for key in keys}} for row in rows]
 
 
 def agent_id(client: ApiClient, workspace: str, value: str) -> str:
