@@ -22,11 +22,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 
 from office_scheduler.domain.events import RunEnded, RunStarted, WakeupReceived
 from office_scheduler.domain.status import ErrorFamily, RunReason, WakeSource
 from office_scheduler.events.bus import EventBus
+
+# The ``*_created`` timestamp series double the output for no alert or dashboard we have.
+disable_created_metrics()
 
 #: Outcomes of ``office_wakeups_total``: intake's, the idle skip, and held wakes.
 WAKE_OUTCOMES = ("created", "coalesced", "deduplicated", "skipped", "held")
