@@ -215,6 +215,20 @@ def test_an_ambiguous_prefix_exits_2_listing_the_matches(served: Served) -> None
     assert unique.json()["ids"] == [ids[0]]
 
 
+def test_a_run_token_expands_prefixes_of_its_own_workspace_only(served: Served) -> None:
+    other = served.api.workspace("other")["id"]
+    foreign = served.api.task(other, "Not yours")
+    mine = served.api.task(served.ws, "Yours")
+    token, _run_id = served.api.run_token(served.ws, served.worker)
+    headers = {"Authorization": f"Bearer {token}"}
+
+    own = served.api.client.get(f"/api/v1/ids/tasks/{mine['id'][:8]}", headers=headers)
+    theirs = served.api.client.get(f"/api/v1/ids/tasks/{foreign['id'][:8]}", headers=headers)
+
+    assert own.json()["ids"] == [mine["id"]]
+    assert theirs.json()["ids"] == []
+
+
 def test_prefix_expansion_rules() -> None:
     calls: list[tuple[str, str]] = []
 

@@ -190,7 +190,14 @@ class ApiClient:
 
     def ids_with_prefix(self, kind: str, prefix: str) -> list[str]:
         """The ids of ``kind`` that start with ``prefix`` (see :mod:`.id_prefix`)."""
-        found = self.get(api_path("ids", kind, prefix))
+        try:
+            found = self.get(api_path("ids", kind, prefix))
+        except CliError as exc:
+            if exc.exit_code != 1:
+                raise
+            # A server without the lookup, or refusing it: the value goes out as it is (an
+            # unreachable server fails the request itself the same way right after).
+            return []
         return [str(item) for item in found.get("ids", [])] if isinstance(found, dict) else []
 
     def get(self, path: str, **params: Any) -> Any:
