@@ -36,7 +36,7 @@ from office_scheduler.domain.status import ErrorFamily, RunReason, WakeSource
 from office_scheduler.events.bus import EventBus
 
 # The ``*_created`` timestamp series double the output for no alert or dashboard we have.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 #: Outcomes of ``office_wakeups_total``: intake's, the idle skip, and held wakes.
 WAKE_OUTCOMES = ("created", "coalesced", "deduplicated", "skipped", "held")
