@@ -1,4 +1,8 @@
-"""Server-side commands: ``office serve``, ``office db upgrade``, ``office import``/``export``."""
+"""Server-side commands: ``office serve``, ``office db upgrade``, ``office import``/``export``.
+
+The server's modules (SQLAlchemy, the service, uvicorn) are imported inside the commands, so
+that ``office serve --help`` and the like answer without loading them.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +15,10 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import sqlalchemy as sa
 
-from office_scheduler.cli.runtime import (
-    OfficeRuntime,
-    bind,
-    ensure_admin_token,
-    install_signal_handlers,
-    upgrade_database,
-)
 from office_scheduler.cli.state import (
     DEFAULT_API_URL,
     CliError,
@@ -32,12 +29,12 @@ from office_scheduler.cli.state import (
     state,
     table,
 )
-from office_scheduler.config import Settings
-from office_scheduler.files import ImportPlan, export_config, load_config, plan_import, run_import
 from office_scheduler.permissions import ensure_home, loose_modes
-from office_scheduler.service import Service
-from office_scheduler.store import migrate
-from office_scheduler.store.facade import Store
+
+if TYPE_CHECKING:
+    from office_scheduler.config import Settings
+    from office_scheduler.files import ImportPlan
+    from office_scheduler.store.facade import Store
 
 
 def admin_token_line(secret: str, path: Path, terminal: bool) -> str:
@@ -53,6 +50,8 @@ def admin_token_line(secret: str, path: Path, terminal: bool) -> str:
 
 def warn_loose_modes(current: CliState) -> None:
     """Warn on stderr about a data directory or SQLite files others can read."""
+    import sqlalchemy as sa
+
     url = sa.make_url(current.settings().resolved_database_url)
     database = Path(url.database) if url.get_backend_name() == "sqlite" and url.database else None
     for line in loose_modes(current.home, database):
@@ -60,6 +59,8 @@ def warn_loose_modes(current: CliState) -> None:
 
 
 def _shown_url(url: str) -> str:
+    import sqlalchemy as sa
+
     return sa.engine.make_url(url).render_as_string(hide_password=True)
 
 
@@ -70,6 +71,10 @@ def open_store(current: CliState, *, upgrade: bool) -> Iterator[Store]:
     Raises:
         CliError: the database has not been initialised (and ``upgrade`` is false).
     """
+    from office_scheduler.cli.runtime import upgrade_database
+    from office_scheduler.store import migrate
+    from office_scheduler.store.facade import Store
+
     ensure_home(current.home)
     url = current.settings().resolved_database_url
     if upgrade:
@@ -96,6 +101,11 @@ def planning_store(current: CliState) -> Iterator[Store]:
     Raises:
         CliError: an existing database has not been initialised.
     """
+    import sqlalchemy as sa
+
+    from office_scheduler.cli.runtime import upgrade_database
+    from office_scheduler.store.facade import Store
+
     url = current.settings().resolved_database_url
     parsed = sa.make_url(url)
     if parsed.get_backend_name() == "sqlite" and not Path(parsed.database or "").exists():
@@ -126,6 +136,8 @@ def serve(host: str, port: int, no_api: bool, no_scheduler: bool) -> None:
     only the HTTP API (its wakes reach the scheduler processes by ``NOTIFY``). On SQLite
     one process runs the scheduler (see docs/deploy.md).
     """
+    from office_scheduler.cli.runtime import bind, ensure_admin_token
+
     if no_api and no_scheduler:
         raise CliError("--no-api and --no-scheduler together leave nothing to run", 2)
     current = state()
@@ -158,6 +170,9 @@ def serve(host: str, port: int, no_api: bool, no_scheduler: bool) -> None:
 
 
 async def _serve(settings: Settings, sock: socket.socket | None, *, scheduler: bool) -> None:
+    from office_scheduler.cli.runtime import OfficeRuntime, install_signal_handlers
+    from office_scheduler.service import Service
+
     stop = asyncio.Event()
     install_signal_handlers(stop)
     service = Service(settings)
@@ -179,6 +194,8 @@ def db_group() -> None:
 @db_option
 def db_upgrade() -> None:
     """Create or migrate the database schema to the newest revision."""
+    from office_scheduler.cli.runtime import upgrade_database
+
     current = state()
     ensure_home(current.home)
     url = current.settings().resolved_database_url
@@ -220,6 +237,8 @@ def import_command(directory: Path, dry_run: bool, yes: bool, reset_status: bool
     An agent paused or stopped by the system or a person since the last import keeps that
     status (the plan's note says so) unless --reset-status is given.
     """
+    from office_scheduler.files import load_config, plan_import, run_import
+
     config = load_config(directory)
     current = state()
     opened = planning_store(current) if dry_run else open_store(current, upgrade=True)
@@ -280,6 +299,8 @@ def import_command(directory: Path, dry_run: bool, yes: bool, reset_status: bool
 @db_option
 def export_command(workspace: str | None, directory: Path) -> None:
     """Write a workspace's config to DIRECTORY (same format as `office import`)."""
+    from office_scheduler.files import export_config
+
     with open_store(state(), upgrade=False) as store:
         spaces = store.office.list_workspaces()
         if workspace is None:

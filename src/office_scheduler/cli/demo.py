@@ -87,18 +87,8 @@ def _office_command() -> str:
     return str(beside)
 
 
-@click.command("demo")
-@click.option("--exit-when-idle", is_flag=True, help="Exit once the starter task is done.")
-@click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535))
-@click.option(
-    "--home",
-    "demo_home",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Data directory (default: a new $OFFICE_HOME/demo-<timestamp>).",
-)
-@click.pass_context
-def demo(ctx: click.Context, exit_when_idle: bool, port: int, demo_home: Path | None) -> None:
-    """Run the demo office: a coordinator splits a job between two workers."""
+def run_demo(ctx: click.Context, exit_when_idle: bool, port: int, demo_home: Path | None) -> None:
+    """``office demo`` (see :mod:`office_scheduler.cli.demo_command` for its options)."""
     if not (EXAMPLES / "office.yml").is_file():
         raise CliError(
             f"the demo office is missing: expected {EXAMPLES}/office.yml "

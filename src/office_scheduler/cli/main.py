@@ -65,7 +65,7 @@ COMMANDS = {
     "import": "admin:import_command",
     "export": "admin:export_command",
     "init": "init:init_command",
-    "demo": "demo:demo",
+    "demo": "demo_command:demo",
     "task": "tasks:task_group",
     "comment": "tasks:comment_group",
     "approval": "approvals:approval_group",
