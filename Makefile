@@ -1,11 +1,13 @@
-# Bootstraps .venv from requirements.lock on a machine that has only python3 and make.
+# Bootstraps .venv from the locks on a machine that has only python3 and make.
+# requirements.lock pins the runtime (what `pip install office-scheduler` needs);
+# requirements-dev.lock pins the same runtime plus the test, lint and bench tools.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_FLAGS ?= --exit-when-idle
 
-.PHONY: demo test lint typecheck pytest bench clean venv test-real-agents
+.PHONY: demo test lint typecheck pytest bench clean venv test-real-agents dist
 
 venv: $(STAMP)
 
@@ -14,13 +16,13 @@ venv: $(STAMP)
 # own too: where PYTHONDONTWRITEBYTECODE is set (as on CI machines) Python never caches it,
 # and every process (each test worker, each `office serve` a test starts) would compile
 # every module it imports again (3.4 s → 7 s to import the server).
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock requirements-dev.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	if $(BIN)/python -m pip install --quiet uv==0.13.9; then \
-		$(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode -r requirements.lock && \
+		$(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode -r requirements-dev.lock && \
 		$(BIN)/uv pip install --python $(BIN)/python --quiet --no-deps -e .; \
 	else \
-		$(BIN)/python -m pip install --quiet -r requirements.lock && \
+		$(BIN)/python -m pip install --quiet -r requirements-dev.lock && \
 		$(BIN)/python -m pip install --quiet --no-deps -e .; \
 	fi
 	$(BIN)/python -m compileall -q src tests bench
@@ -61,5 +63,11 @@ bench: $(STAMP)
 
 test: lint typecheck pytest
 
+# A wheel and an sdist in dist/, carrying the demo office and the sample agent:
+# `pipx install dist/office_scheduler-*.whl && office demo` needs nothing but Python.
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/uv build --quiet --out-dir dist
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache dist

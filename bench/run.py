@@ -22,7 +22,16 @@ from pathlib import Path
 from bench.common import Results, pg_available, progress
 from office_scheduler.cli.logs import configure_logging
 
-BENCHES = ("throughput", "claim", "postgres", "cron", "recovery", "latency", "memory")
+BENCHES = (
+    "throughput",
+    "claim",
+    "postgres",
+    "cron",
+    "recovery",
+    "latency",
+    "memory",
+    "cli_help",
+)
 RESULTS_PATH = Path(__file__).resolve().parent / "results.json"
 
 
@@ -102,7 +111,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _benches(args: argparse.Namespace, postgres: bool) -> dict[str, Callable[[Results], None]]:
-    from bench import claim, cron_bench, latency, memory, postgres_bench, recovery, throughput
+    from bench import (
+        claim,
+        cli_help,
+        cron_bench,
+        latency,
+        memory,
+        postgres_bench,
+        recovery,
+        throughput,
+    )
 
     agents = 50 if args.smoke else 200
     out: dict[str, Callable[[Results], None]] = {
@@ -121,6 +139,7 @@ def _benches(args: argparse.Namespace, postgres: bool) -> dict[str, Callable[[Re
         "recovery": lambda r: recovery.run(r, tasks=args.tasks, postgres=postgres),
         "latency": lambda r: latency.run(r, samples=10 if args.smoke else 100, smoke=args.smoke),
         "memory": lambda r: memory.run(r, runs=args.memory_runs, smoke=args.smoke),
+        "cli_help": lambda r: cli_help.run(r, samples=3 if args.smoke else 7),
     }
     if postgres:
         out["postgres"] = lambda r: postgres_bench.run(

@@ -43,6 +43,7 @@ RUN_TOKEN_SCOPES: Mapping[str, str] = MappingProxyType(
     {
         "list_workspaces": "find its workspace (only its own is listed)",
         "get_workspace": "read its workspace",
+        "ids_with_prefix": "expand the short ids the dashboard shows (its workspace only)",
         "list_activity": "read what happened in its workspace",
         "list_projects": "read the projects of its workspace",
         "get_project": "read a project",

@@ -36,6 +36,7 @@ from office_scheduler.events.office import OfficeSubscribers
 from office_scheduler.executors.base import Executor
 from office_scheduler.intake.rules import not_the_assignee
 from office_scheduler.intake.service import Intake, for_wake
+from office_scheduler.metrics import WAITING_STATUSES, Metrics
 from office_scheduler.notifications.service import NotificationService
 from office_scheduler.office.service import OfficeService
 from office_scheduler.pipeline.context import PipelineDeps, RunContext, Step, compose
@@ -131,6 +132,10 @@ class Service:
             self.store.db, node_id=settings.node_id, clock=self.clock, ttl=settings.leader_ttl
         )
         self.bus = EventBus()
+        # Metrics: the bus feeds the counters, the retry step (deps) the failure counters.
+        self.metrics = Metrics()
+        self.metrics.register(self.bus)
+        self.metrics.set_sampler(self._metric_values)
         self.tokens = TokenService(self.store)
         self.runs = RunsLoop(
             store=self.store, clock=self.clock, settings=settings, process=self._process
@@ -200,6 +205,7 @@ class Service:
             executors=dict(executors if executors is not None else default_executors()),
             tokens=self.tokens,
             enqueue=self.intake.enqueue,
+            metrics=self.metrics,
         )
         self._pipeline = compose(steps)
         self._lock_file: IO[str] | None = None
@@ -434,6 +440,23 @@ class Service:
         if not self.leadership.uses_lease and not self._started:
             status["node_id"] = None
         return status
+
+    def _metric_values(self) -> dict[str, Any]:
+        """The gauges of ``/metrics`` (blocking: counts runs in the database)."""
+        counts = self.store.listing.run_status_counts(("queued", *WAITING_STATUSES))
+        node = self.node_status()
+        lags = {
+            name: loop["lag_s"]
+            for name, loop in node["loops"].items()
+            if self._started and loop.get("lag_s") is not None
+        }
+        return {
+            "queue_depth": counts.get("queued", 0),
+            "runs_waiting": {status: counts.get(status, 0) for status in WAITING_STATUSES},
+            "sessions_running": node["inflight_runs"],
+            "loop_lag_seconds": lags,
+            "maintenance_leader": node["maintenance_leader"],
+        }
 
     async def close(self) -> None:
         """Stop the loops and dispose the database; nothing touches it afterwards."""

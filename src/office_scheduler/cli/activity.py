@@ -7,7 +7,7 @@ from datetime import datetime
 import click
 
 from office_scheduler.cli.agents import resolve_agent
-from office_scheduler.cli.client import api, api_path, workspace_id
+from office_scheduler.cli.client import api, api_path, with_agent_names, workspace_id
 from office_scheduler.cli.state import RECORD_ID, CliError, emit, json_option, table
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
 
@@ -77,4 +77,5 @@ def activity_list(
             since=since,
             until=until,
         )
-    emit(entries, lambda: click.echo(table(entries, ACTIVITY_COLUMNS)))
+        shown = with_agent_names(client, entries, ["actor", "agent_id"], workspace=space)
+    emit(entries, lambda: click.echo(table(shown, ACTIVITY_COLUMNS)))

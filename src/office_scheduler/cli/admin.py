@@ -1,4 +1,8 @@
-"""Server-side commands: ``office serve``, ``office db upgrade``, ``office import``/``export``."""
+"""Server-side commands: ``office serve``, ``office db upgrade``, ``office import``/``export``.
+
+The server's modules (SQLAlchemy, the service, uvicorn) are imported inside the commands, so
+that ``office serve --help`` and the like answer without loading them.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +15,10 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import sqlalchemy as sa
 
-from office_scheduler.cli.runtime import (
-    OfficeRuntime,
-    bind,
-    ensure_admin_token,
-    install_signal_handlers,
-    upgrade_database,
-)
 from office_scheduler.cli.state import (
     DEFAULT_API_URL,
     CliError,
@@ -32,21 +29,38 @@ from office_scheduler.cli.state import (
     state,
     table,
 )
-from office_scheduler.config import Settings
-from office_scheduler.files import (
-    Action,
-    ImportPlan,
-    export_config,
-    load_config,
-    plan_import,
-    run_import,
-)
-from office_scheduler.service import Service
-from office_scheduler.store import migrate
-from office_scheduler.store.facade import Store
+from office_scheduler.permissions import ensure_home, loose_modes
+
+if TYPE_CHECKING:
+    from office_scheduler.config import Settings
+    from office_scheduler.files import ImportPlan
+    from office_scheduler.store.facade import Store
+
+
+def admin_token_line(secret: str, path: Path, terminal: bool) -> str:
+    """What ``office serve`` prints about a new first admin token.
+
+    The secret itself is shown only on a terminal: under a service manager stdout goes to
+    a journal that others may read, so only the file's path (mode 0600) is printed there.
+    """
+    if terminal:
+        return f"Admin token (shown once; saved to {path}): {secret}"
+    return f"Admin token saved to {path} (mode 0600; stdout is not a terminal, so not shown)"
+
+
+def warn_loose_modes(current: CliState) -> None:
+    """Warn on stderr about a data directory or SQLite files others can read."""
+    import sqlalchemy as sa
+
+    url = sa.make_url(current.settings().resolved_database_url)
+    database = Path(url.database) if url.get_backend_name() == "sqlite" and url.database else None
+    for line in loose_modes(current.home, database):
+        click.echo(f"office: warning: {line}: others may read its secrets; chmod it", err=True)
 
 
 def _shown_url(url: str) -> str:
+    import sqlalchemy as sa
+
     return sa.engine.make_url(url).render_as_string(hide_password=True)
 
 
@@ -57,7 +71,11 @@ def open_store(current: CliState, *, upgrade: bool) -> Iterator[Store]:
     Raises:
         CliError: the database has not been initialised (and ``upgrade`` is false).
     """
-    current.home.mkdir(parents=True, exist_ok=True)
+    from office_scheduler.cli.runtime import upgrade_database
+    from office_scheduler.store import migrate
+    from office_scheduler.store.facade import Store
+
+    ensure_home(current.home)
     url = current.settings().resolved_database_url
     if upgrade:
         upgrade_database(url)
@@ -83,6 +101,11 @@ def planning_store(current: CliState) -> Iterator[Store]:
     Raises:
         CliError: an existing database has not been initialised.
     """
+    import sqlalchemy as sa
+
+    from office_scheduler.cli.runtime import upgrade_database
+    from office_scheduler.store.facade import Store
+
     url = current.settings().resolved_database_url
     parsed = sa.make_url(url)
     if parsed.get_backend_name() == "sqlite" and not Path(parsed.database or "").exists():
@@ -113,9 +136,12 @@ def serve(host: str, port: int, no_api: bool, no_scheduler: bool) -> None:
     only the HTTP API (its wakes reach the scheduler processes by ``NOTIFY``). On SQLite
     one process runs the scheduler (see docs/deploy.md).
     """
+    from office_scheduler.cli.runtime import bind, ensure_admin_token
+
     if no_api and no_scheduler:
         raise CliError("--no-api and --no-scheduler together leave nothing to run", 2)
     current = state()
+    warn_loose_modes(current)
     with open_store(current, upgrade=True) as store:
         # The first admin token goes to a process that serves the API: its home is where
         # the operator's client commands look (a scheduler-only node may be elsewhere).
@@ -125,7 +151,7 @@ def serve(host: str, port: int, no_api: bool, no_scheduler: bool) -> None:
             else ensure_admin_token(store, current.admin_token_path, datetime.now(UTC))
         )
     if secret is not None:
-        click.echo(f"Admin token (shown once; saved to {current.admin_token_path}): {secret}")
+        click.echo(admin_token_line(secret, current.admin_token_path, sys.stdout.isatty()))
     sock: socket.socket | None = None
     api_url = current.api_url
     if no_api and "OFFICE_API_URL" not in current.environ and api_url == DEFAULT_API_URL:
@@ -144,6 +170,9 @@ def serve(host: str, port: int, no_api: bool, no_scheduler: bool) -> None:
 
 
 async def _serve(settings: Settings, sock: socket.socket | None, *, scheduler: bool) -> None:
+    from office_scheduler.cli.runtime import OfficeRuntime, install_signal_handlers
+    from office_scheduler.service import Service
+
     stop = asyncio.Event()
     install_signal_handlers(stop)
     service = Service(settings)
@@ -165,14 +194,22 @@ def db_group() -> None:
 @db_option
 def db_upgrade() -> None:
     """Create or migrate the database schema to the newest revision."""
+    from office_scheduler.cli.runtime import upgrade_database
+
     current = state()
-    current.home.mkdir(parents=True, exist_ok=True)
+    ensure_home(current.home)
     url = current.settings().resolved_database_url
     revision = upgrade_database(url)
     click.echo(f"database {_shown_url(url)} is at revision {revision}")
 
 
-PLAN_COLUMNS = [("kind", "kind"), ("name", "name"), ("action", "action"), ("fields", "fields")]
+PLAN_COLUMNS = [
+    ("kind", "kind"),
+    ("name", "name"),
+    ("action", "action"),
+    ("fields", "fields"),
+    ("note", "note"),
+]
 
 
 def plan_rows(plan: ImportPlan) -> list[dict[str, object]]:
@@ -194,6 +231,8 @@ def plan_details(plan: ImportPlan) -> str:
 
     Every warning line starts with ``!`` so that it stands out from the values.
     """
+    from office_scheduler.files import Action
+
     lines: list[str] = []
     for change in plan.changes:
         if not change.details and not change.warnings:
@@ -219,20 +258,31 @@ def plan_details(plan: ImportPlan) -> str:
     metavar="NAME",
     help="Let ${env:NAME} read this OFFICE_* variable (refused otherwise; repeatable).",
 )
+@click.option(
+    "--reset-status",
+    is_flag=True,
+    help="Also apply the file's status to agents paused or stopped since the last import.",
+)
 @db_option
 @json_option
-def import_command(directory: Path, dry_run: bool, yes: bool, allow_env: tuple[str, ...]) -> None:
+def import_command(
+    directory: Path, dry_run: bool, yes: bool, allow_env: tuple[str, ...], reset_status: bool
+) -> None:
     """Create or update a workspace, its agents and projects from a config DIRECTORY.
 
     The plan shows every value a new record gets (executors' argv, env names, pass_env,
     project directories) and flags paths outside DIRECTORY, shells and ${env:...}
-    references; read it before applying.
+    references; read it before applying. An agent paused or stopped by the system or a
+    person since the last import keeps that status (the plan's note says so) unless
+    --reset-status is given.
     """
+    from office_scheduler.files import load_config, plan_import, run_import
+
     config = load_config(directory, allow_env=allow_env)
     current = state()
     opened = planning_store(current) if dry_run else open_store(current, upgrade=True)
     with opened as store:
-        plan = plan_import(store, config)
+        plan = plan_import(store, config, reset_status=reset_status)
         rows = plan_rows(plan)
         applied = False
         workspace_id = plan.workspace_id
@@ -291,6 +341,8 @@ def import_command(directory: Path, dry_run: bool, yes: bool, allow_env: tuple[s
 @db_option
 def export_command(workspace: str | None, directory: Path) -> None:
     """Write a workspace's config to DIRECTORY (same format as `office import`)."""
+    from office_scheduler.files import export_config
+
     with open_store(state(), upgrade=False) as store:
         spaces = store.office.list_workspaces()
         if workspace is None:

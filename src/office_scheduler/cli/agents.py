@@ -121,10 +121,26 @@ def agent_show(agent: str, workspace: str | None) -> None:
 @click.option("--name", help="New name (unique in the workspace).")
 @click.option("--role", type=click.Choice([r.value for r in AgentRole]), help="New role.")
 @click.option("--instructions", help="Standing instructions added to every prompt.")
-@click.option("--max-sessions", type=click.IntRange(1, 100), help="max_concurrent_sessions.")
-@click.option("--cooldown", type=click.FloatRange(0, 7 * 86_400), help="cooldown_s, seconds.")
 @click.option(
-    "--skip-idle/--no-skip-idle", default=None, help="skip_idle_wakeups (default: by role)."
+    "--max-sessions",
+    "--max-concurrent-sessions",
+    "max_sessions",
+    type=click.IntRange(1, 100),
+    help="max_concurrent_sessions.",
+)
+@click.option(
+    "--cooldown",
+    "--cooldown-s",
+    "cooldown",
+    type=click.FloatRange(0, 7 * 86_400),
+    help="cooldown_s, seconds.",
+)
+@click.option(
+    "--skip-idle/--no-skip-idle",
+    "--skip-idle-wakeups/--no-skip-idle-wakeups",
+    "skip_idle",
+    default=None,
+    help="skip_idle_wakeups (default: by role).",
 )
 @click.option("--executor", help=f"Preferred executor name (`{NONE}` clears it).")
 @click.option("--reports-to", help=f"Agent id or name it reports to (`{NONE}` clears it).")

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from office_scheduler.cli.client import api, api_path, workspace_id
+from office_scheduler.cli.client import api, api_path, with_agent_names, workspace_id
 from office_scheduler.cli.state import CliError, details, emit, json_option, table
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
 from office_scheduler.domain.status import ApprovalStatus
@@ -105,7 +105,8 @@ def approval_list(workspace: str | None, status: str | None, limit: int) -> None
             limit=limit,
             status=None if status is None else status.lower(),
         )
-    emit(found, lambda: click.echo(table(found, APPROVAL_COLUMNS)))
+        shown = with_agent_names(client, found, ["requested_by_agent_id"], workspace=space)
+    emit(found, lambda: click.echo(table(shown, APPROVAL_COLUMNS)))
 
 
 @approval_group.command("show")

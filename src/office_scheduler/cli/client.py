@@ -9,13 +9,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 import click
-import httpx
 
+from office_scheduler.cli import id_prefix
 from office_scheduler.cli.state import CliError, CliState, state
+
+if TYPE_CHECKING:
+    import httpx
 
 API = "/api/v1"
 #: Entity ids are 32 lowercase hex digits (``store.ids.new_id``); anything else is a name.
@@ -120,6 +123,9 @@ class ApiClient:
         self.base_url = base_url.rstrip("/")
         self._missing_token_hint = "" if token else missing_token_hint
         headers = bearer_header(token, token_source or "OFFICE_TOKEN") if token else {}
+        # Imported here: `office <group> --help` builds no client and should not pay for it.
+        import httpx
+
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
 
     def close(self) -> None:
@@ -141,6 +147,12 @@ class ApiClient:
                 failed the operation (exit 1).
         """
         query = {k: v for k, v in (params or {}).items() if v is not None}
+        if not path.startswith("/ids/"):
+            path = id_prefix.expand_path(path, self.ids_with_prefix)
+            query = id_prefix.expand_fields(query, self.ids_with_prefix) or {}
+            body = id_prefix.expand_fields(body, self.ids_with_prefix)
+        import httpx
+
         try:
             response = self._http.request(method, API + path, params=query, json=body)
         except httpx.ConnectError:
@@ -175,6 +187,18 @@ class ApiClient:
             return response.json()
         except ValueError:
             raise CliError(f"the server at {self.base_url} sent a non-JSON answer") from None
+
+    def ids_with_prefix(self, kind: str, prefix: str) -> list[str]:
+        """The ids of ``kind`` that start with ``prefix`` (see :mod:`.id_prefix`)."""
+        try:
+            found = self.get(api_path("ids", kind, prefix))
+        except CliError as exc:
+            if exc.exit_code != 1:
+                raise
+            # A server without the lookup, or refusing it: the value goes out as it is (an
+            # unreachable server fails the request itself the same way right after).
+            return []
+        return [str(item) for item in found.get("ids", [])] if isinstance(found, dict) else []
 
     def get(self, path: str, **params: Any) -> Any:
         """``GET path`` with query ``params`` (``None`` values are left out)."""
@@ -258,6 +282,8 @@ def with_agent_names(
 ) -> list[dict[str, Any]]:
     """Copies of ``rows`` for a table, with the agent ids under ``keys`` shown as names.
 
+    An actor (``agent:<id>``) becomes ``agent:<name>``.
+
     The agents of each workspace the rows belong to (their ``workspace_id``, else
     ``workspace``) are listed once. An id that cannot be named (a deleted agent, a token
     that may not list agents) is shown as it is. With ``--json`` nothing is looked up:
@@ -273,9 +299,14 @@ def with_agent_names(
         except CliError:
             continue
         names.update({str(agent["id"]): str(agent["name"]) for agent in agents})
-    return [
-        {**row, **{key: names.get(str(row.get(key)), row.get(key)) for key in keys}} for row in rows
-    ]
+
+    def named(value: Any) -> Any:
+        text = str(value)
+        if text.startswith("agent:") and text[6:] in names:
+            return f"agent:{names[text[6:]]}"  # an actor
+        return names.get(text, value)
+
+    return [{**row, **{key: named(row.get(key)) for key in keys}} for row in rows]
 
 
 def agent_id(client: ApiClient, workspace: str, value: str) -> str:
@@ -303,7 +334,7 @@ def _id_or_name(records: Sequence[Mapping[str, Any]], value: str) -> str | None:
     for record in records:
         if value in (record.get("id"), record.get("name")):
             return str(record["id"])
-    return None
+    return id_prefix.unique_match(list(records), value, "records")
 
 
 def routine_ref(client: ApiClient, value: str) -> str:
@@ -321,6 +352,9 @@ def routine_ref(client: ApiClient, value: str) -> str:
         raise CliError("the routine must be an id or a name, not blank", 2)
     if _ID.fullmatch(value):
         return value
+    expanded = id_prefix.expand("routines", value, client.ids_with_prefix)
+    if expanded != value:
+        return expanded
     named = [
         (space["id"], routine)
         for space in client.collect("/workspaces", limit=1000)

@@ -24,6 +24,7 @@ from pathlib import Path
 import click
 import httpx
 
+from office_scheduler.cli.bundled import demo_office
 from office_scheduler.cli.monitor import ProgressMonitor, files_in
 from office_scheduler.cli.runtime import (
     OfficeRuntime,
@@ -38,10 +39,11 @@ from office_scheduler.domain.models import Project, Task
 from office_scheduler.domain.routines import SigningMode
 from office_scheduler.domain.status import TaskState
 from office_scheduler.files import NewWebhook, OfficeConfig, load_config, plan_import, run_import
+from office_scheduler.permissions import ensure_home
 from office_scheduler.routines import webhooks
 from office_scheduler.service import Service
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "demo-office"
+EXAMPLES = demo_office()
 STARTER_TITLE = "Build a tiny greeting web page"
 STARTER_DESCRIPTION = (
     "Make a small static web page that greets visitors: an index.html with a heading,\n"
@@ -57,14 +59,12 @@ def _demo_home(given: Path | None, base: Path) -> Path:
         home = given.expanduser().resolve()
         if (home / "office.db").exists():
             raise CliError(f"{home} already holds an office database; pick a new directory", 2)
-        home.mkdir(parents=True, exist_ok=True)
-        return home
+        return ensure_home(home)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     home, n = base / f"demo-{stamp}", 2
     while home.exists():
         home, n = base / f"demo-{stamp}-{n}", n + 1
-    home.mkdir(parents=True)
-    return home
+    return ensure_home(home)
 
 
 def _relocate(config: OfficeConfig, source: Path, home: Path) -> OfficeConfig:
@@ -87,22 +87,12 @@ def _office_command() -> str:
     return str(beside)
 
 
-@click.command("demo")
-@click.option("--exit-when-idle", is_flag=True, help="Exit once the starter task is done.")
-@click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535))
-@click.option(
-    "--home",
-    "demo_home",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Data directory (default: a new $OFFICE_HOME/demo-<timestamp>).",
-)
-@click.pass_context
-def demo(ctx: click.Context, exit_when_idle: bool, port: int, demo_home: Path | None) -> None:
-    """Run the demo office: a coordinator splits a job between two workers."""
+def run_demo(ctx: click.Context, exit_when_idle: bool, port: int, demo_home: Path | None) -> None:
+    """``office demo`` (see :mod:`office_scheduler.cli.demo_command` for its options)."""
     if not (EXAMPLES / "office.yml").is_file():
         raise CliError(
             f"the demo office is missing: expected {EXAMPLES}/office.yml "
-            "(run the demo from a source checkout of office-scheduler)"
+            "(the installation is incomplete: reinstall office-scheduler)"
         )
     current = state()
     home = _demo_home(demo_home, current.home)

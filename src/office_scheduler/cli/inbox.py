@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from office_scheduler.cli.client import api, api_path, workspace_id
+from office_scheduler.cli.client import api, api_path, with_agent_names, workspace_id
 from office_scheduler.cli.state import RECORD_ID, details, emit, json_option, table
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
 from office_scheduler.domain.status import InboxKind, InboxStatus
@@ -37,7 +37,8 @@ def inbox_list(workspace: str | None, status: str | None, kind: str | None, limi
         space = workspace_id(client, workspace)
         path = api_path("workspaces", space, "inbox")
         items = client.collect(path, limit=limit, status=status, kind=kind)
-    emit(items, lambda: click.echo(table(items, INBOX_COLUMNS)))
+        shown = with_agent_names(client, items, ["agent_id"], workspace=space)
+    emit(items, lambda: click.echo(table(shown, INBOX_COLUMNS)))
 
 
 def _close(action: str, item_id: int) -> None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO
 
-import structlog
-from structlog.typing import Processor
+if TYPE_CHECKING:
+    from structlog.typing import Processor
 
 LogFormat = Literal["console", "json"]
 
@@ -33,6 +33,9 @@ def configure_logging(verbosity: int = 0, fmt: LogFormat = "console") -> None:
         verbosity: 0 = warnings, 1 = info, 2 or more = debug.
         fmt: ``console`` (readable) or ``json`` (one object per line).
     """
+    # Imported here: `office --help` configures no logging and should not pay for structlog.
+    import structlog
+
     level = _LEVELS.get(verbosity, logging.DEBUG)
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,

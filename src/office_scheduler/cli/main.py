@@ -24,6 +24,11 @@ from office_scheduler.domain.errors import InvalidInputError, OfficeError
 log = logging.getLogger(__name__)
 
 
+_HELP_FLAGS = frozenset({"-h", "--help"})
+#: ``ctx.meta`` key: the command line asks for help (logging is then left unconfigured).
+HELP_META = "office.help"
+
+
 def _fail(message: str, code: int) -> NoReturn:
     click.echo(f"office: {message}", err=True)
     sys.exit(code)
@@ -49,17 +54,18 @@ def _database_failure(exc: Exception) -> tuple[str, int]:
 
 def _usage_line(exc: click.UsageError) -> str:
     where = exc.ctx.command_path if exc.ctx is not None else "office"
-    return f"{exc.format_message()} (see '{where} --help')"
+    return f"{exc.format_message()}{suggestion(exc)} (see '{where} --help')"
 
 
 #: Subcommands by name, imported on first use so that client commands (which agents run
-#: many times) do not pay for the server's imports.
+#: many times) and ``office --help`` do not pay for the server's imports.
 COMMANDS = {
     "serve": "admin:serve",
     "db": "admin:db_group",
     "import": "admin:import_command",
     "export": "admin:export_command",
-    "demo": "demo:demo",
+    "init": "init:init_command",
+    "demo": "demo_command:demo",
     "task": "tasks:task_group",
     "comment": "tasks:comment_group",
     "approval": "approvals:approval_group",
@@ -78,19 +84,92 @@ COMMANDS = {
     "token": "tokens:token_group",
 }
 
+#: The one-line help of each subcommand, for ``office --help`` without importing them
+#: (a test keeps it equal to each command's own docstring).
+SHORT_HELP = {
+    "serve": "Run the scheduler and the HTTP API until SIGINT/SIGTERM (then exit 0).",
+    "db": "Database maintenance.",
+    "import": "Create or update a workspace, its agents and projects from a config DIRECTORY.",
+    "export": "Write a workspace's config to DIRECTORY (same format as `office import`).",
+    "init": "Scaffold a new office config in DIRECTORY for the agent CLIs found on PATH.",
+    "demo": "Run the demo office: a coordinator splits a job between two workers.",
+    "task": "Create, change and inspect tasks.",
+    "comment": "Post and read task comments.",
+    "approval": "Request and decide approvals.",
+    "routine": "Create, fire and inspect routines (recurring or webhook-driven agent work).",
+    "wake": "Wake AGENT: an id, a name in --workspace, or `self` (OFFICE_AGENT_ID).",
+    "runs": "Inspect and queue runs.",
+    "wakeups": "Inspect wakeup requests.",
+    "agent": "Inspect and configure agents.",
+    "inbox": "List, resolve and dismiss inbox items.",
+    "notify": "Outbound notification channels (webhook, slack): list, set, remove, test.",
+    "activity": "The activity log.",
+    "workspace": "Inspect workspaces.",
+    "cron": "Cron expression tools (work offline: no database or server needed).",
+    "budget": "Spending limits per workspace, project or agent, and what was spent (admin only).",
+    "mcp": "Serve the agent tools over MCP on stdin/stdout (for agent CLIs).",
+    "token": "Create, list and revoke API tokens.",
+}
+
+#: Other spellings of command groups: agents guess plurals and singulars alike.
+ALIASES = {
+    "run": "runs",
+    "agents": "agent",
+    "tasks": "task",
+    "wakeup": "wakeups",
+    "routines": "routine",
+    "approvals": "approval",
+    "comments": "comment",
+    "budgets": "budget",
+    "tokens": "token",
+    "workspaces": "workspace",
+}
+
+
+def closest(name: str, choices: Sequence[str]) -> str | None:
+    """The choice most like ``name`` (``None`` when none is close), for "did you mean"."""
+    import difflib
+
+    found = difflib.get_close_matches(name, sorted(set(choices)), n=1, cutoff=0.6)
+    if found:
+        return found[0]
+    # A prefix or a word contained ("lst" is caught above; "ls" → "list").
+    starts = sorted(choice for choice in set(choices) if choice.startswith(name[:2]))
+    return starts[0] if len(name) >= 2 and len(starts) == 1 else None
+
+
+def suggestion(exc: click.UsageError) -> str:
+    """`` Did you mean 'x'?`` for an unknown command of a group, else ``""``."""
+    message = exc.format_message()
+    ctx = exc.ctx
+    if (
+        ctx is None
+        or not message.startswith("No such command")
+        or "Did you mean" in message
+        or not isinstance(ctx.command, click.Group)
+    ):
+        return ""
+    wanted = message.split("'")[1] if message.count("'") >= 2 else ""
+    found = closest(wanted, list(ctx.command.list_commands(ctx)))
+    if found is None and ctx.command is office:
+        alias = closest(wanted, list(ALIASES))
+        found = None if alias is None else ALIASES[alias]
+    return "" if found is None else f" Did you mean {found!r}?"
+
 
 class OfficeGroup(click.Group):
     """A group whose errors all end as one stderr line and the documented exit status.
 
-    Its subcommands (:data:`COMMANDS`) are loaded lazily.
+    Its subcommands (:data:`COMMANDS`) are loaded lazily; :data:`ALIASES` name them too.
     """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        """Every subcommand name, sorted."""
+        """Every subcommand name, sorted (aliases are not listed)."""
         return sorted({*COMMANDS, *self.commands})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         """Import and return the subcommand ``cmd_name`` (``None`` when unknown)."""
+        cmd_name = ALIASES.get(cmd_name, cmd_name)
         if cmd_name in self.commands or cmd_name not in COMMANDS:
             return self.commands.get(cmd_name)
         module, attr = COMMANDS[cmd_name].split(":")
@@ -98,6 +177,24 @@ class OfficeGroup(click.Group):
         if not isinstance(command, click.Command):  # pragma: no cover - a wiring mistake
             raise TypeError(f"{COMMANDS[cmd_name]} is not a click command")
         return command
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse the global options; note a help request for the whole command line."""
+        ctx.meta[HELP_META] = bool(_HELP_FLAGS & set(args))
+        return super().parse_args(ctx, args)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help``, from :data:`SHORT_HELP` (imports nothing)."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            text = SHORT_HELP.get(name, "")
+            if len(text) > limit:
+                text = text[: max(limit - 3, 1)].rsplit(" ", 1)[0] + "..."
+            rows.append((name, text))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def main(
         self,
@@ -121,7 +218,7 @@ class OfficeGroup(click.Group):
         except click.Abort:
             _fail("aborted", 1)
         except InvalidInputError as exc:
-            _fail(exc.message, 2)
+            _fail(exc.message.replace("\n", "\noffice: "), 2)
         except OfficeError as exc:
             _fail(exc.message, 1)
         except KeyboardInterrupt:
@@ -176,7 +273,8 @@ def office(
     log_format: LogFormat,
 ) -> None:
     """Office Scheduler: wakes an office of AI coding agents and runs every wake once."""
-    configure_logging(verbose, log_format)
+    if not ctx.meta.get(HELP_META):
+        configure_logging(verbose, log_format)
     ctx.obj = CliState(
         home=(home or default_home()).expanduser(),
         database_url=database_url or None,

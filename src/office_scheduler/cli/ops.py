@@ -60,8 +60,12 @@ def _payload(text: str | None) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text)
-    except ValueError:
-        raise CliError("--payload must be a JSON object", 2) from None
+    except json.JSONDecodeError as exc:
+        raise CliError(
+            f"--payload is not valid JSON ({exc.msg} at column {exc.colno}); "
+            'give a JSON object such as \'{"key": "value"}\'',
+            2,
+        ) from None
     if not isinstance(value, dict):
         raise CliError("--payload must be a JSON object", 2)
     return value

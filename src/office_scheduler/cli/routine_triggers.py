@@ -76,8 +76,14 @@ def _events(values: tuple[str, ...]) -> dict[str, list[str]]:
 @click.argument("routine_id", metavar="ROUTINE")
 @click.option("--kind", type=KINDS, required=True, help="What fires the routine.")
 @click.option("--cron", help="Five-field cron expression (schedule triggers).")
-@click.option("--tz", "timezone", help="IANA time zone of --cron [default: UTC].")
-@click.option("--signing", type=SIGNING, help="Webhook authentication [default: hmac_sha256].")
+@click.option("--tz", "--timezone", "timezone", help="IANA time zone of --cron [default: UTC].")
+@click.option(
+    "--signing",
+    "--signing-mode",
+    "signing",
+    type=SIGNING,
+    help="Webhook authentication [default: hmac_sha256].",
+)
 @click.option("--secret", help="github: the secret set in GitHub; slack: the signing secret.")
 @click.option(
     "--event",

@@ -180,11 +180,23 @@ def routine_show(routine_id: str) -> None:
 @click.option("--about", "about", help="What the routine is for (the routine's description).")
 @click.option("--assignee", help="Agent id or name that does the work.")
 @click.option("--cron", help="Add a schedule trigger with this five-field cron expression.")
-@click.option("--tz", "timezone", help="IANA time zone of --cron [default: UTC].")
+@click.option("--tz", "--timezone", "timezone", help="IANA time zone of --cron [default: UTC].")
 @click.option("--title", help="Task title template: makes a heavy routine (a task per fire).")
 @click.option("--description", help="Task description template (needs --title).")
-@click.option("--concurrency", type=CONCURRENCY, help="What a fire does while one is active.")
-@click.option("--catch-up", "catch_up", type=CATCH_UP, help="What to do with missed ticks.")
+@click.option(
+    "--concurrency",
+    "--concurrency-policy",
+    "concurrency",
+    type=CONCURRENCY,
+    help="What a fire does while one is active.",
+)
+@click.option(
+    "--catch-up",
+    "--catch-up-policy",
+    "catch_up",
+    type=CATCH_UP,
+    help="What to do with missed ticks.",
+)
 @click.option("--catch-up-max", type=click.IntRange(1, 1000), help="Most missed ticks to fire.")
 @click.option("--variable", "variables", multiple=True, help=VARIABLE_HELP)
 @click.option("--paused", is_flag=True, help="Create it paused.")
@@ -256,8 +268,20 @@ def routine_create(
 @click.option("--title", help="New task title template (makes the routine heavy).")
 @click.option("--description", help="New task description template.")
 @click.option("--lightweight", is_flag=True, help="Drop the task template (wake without a task).")
-@click.option("--concurrency", type=CONCURRENCY, help="What a fire does while one is active.")
-@click.option("--catch-up", "catch_up", type=CATCH_UP, help="What to do with missed ticks.")
+@click.option(
+    "--concurrency",
+    "--concurrency-policy",
+    "concurrency",
+    type=CONCURRENCY,
+    help="What a fire does while one is active.",
+)
+@click.option(
+    "--catch-up",
+    "--catch-up-policy",
+    "catch_up",
+    type=CATCH_UP,
+    help="What to do with missed ticks.",
+)
 @click.option("--catch-up-max", type=click.IntRange(1, 1000), help="Most missed ticks to fire.")
 @click.option(
     "--variable", "variables", multiple=True, help=VARIABLE_HELP + " Replaces the declarations."

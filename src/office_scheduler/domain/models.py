@@ -125,6 +125,8 @@ class Agent:
     Attributes:
         cooldown: minimum pause between the end of one run and the next claim.
         last_wakeup_finished_at: when the agent's last run ended (UTC), for the cooldown.
+        imported_status: the status the last config import set (``None``: no import set
+            one); a paused or stopped status that differs was set by the system or a person.
     """
 
     id: str
@@ -142,6 +144,7 @@ class Agent:
     reports_to: str | None = None
     paused_reason: str | None = None
     permission_policy: JSON | None = None
+    imported_status: AgentStatus | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

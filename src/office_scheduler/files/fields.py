@@ -100,10 +100,34 @@ class Fields:
         return str(value)
 
     def done(self) -> None:
-        """Refuse keys that no accessor asked for (the first one, sorted, is named)."""
+        """Refuse keys that no accessor asked for, suggesting the closest known key.
+
+        Raises:
+            InvalidInputError: one line per unknown key (sorted), e.g. ``agents/a.yml:
+                cooldown: unknown key (did you mean 'cooldown_s'?)``; ``field`` names the
+                first.
+        """
         unknown = sorted(str(key) for key in self.data if str(key) not in self._seen)
-        if unknown:
-            raise self.error(unknown[0], "unknown key")
+        if not unknown:
+            return
+        errors = [
+            self.error(key, "unknown key" + _did_you_mean(key, self._seen)) for key in unknown
+        ]
+        if len(errors) == 1:
+            raise errors[0]
+        message = "\n".join(error.message for error in errors)
+        raise InvalidInputError(message, field=errors[0].field)
+
+
+def _did_you_mean(key: str, known: set[str]) -> str:
+    """`` (did you mean 'x'?)`` for the known key closest to ``key``, else ``""``."""
+    import difflib
+
+    normal = key.lower().replace("-", "_")
+    found = difflib.get_close_matches(normal, sorted(known), n=1, cutoff=0.6)
+    if not found:
+        found = sorted(k for k in known if k.startswith(normal) or normal.startswith(k))[:1]
+    return f" (did you mean {found[0]!r}?)" if found else ""
 
 
 def _nul_path(data: object, trail: str = "") -> str | None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.domain.models import ExecutorConfig, WorkspaceSettings
@@ -164,15 +165,6 @@ def _entity_files(root: Path, folder: str) -> list[tuple[Path, str]]:
     return [(path, f"{folder}/{path.name}") for path in paths]
 
 
-def _unique(items: Sequence[tuple[str, str]], kind: str) -> None:
-    seen: dict[str, str] = {}
-    for name, where in items:
-        if name in seen:
-            message = f"{where}: name: {kind} {name!r} is also defined in {seen[name]}"
-            raise InvalidInputError(message, field=f"{where}: name")
-        seen[name] = where
-
-
 def _unique_routines(routines: Sequence[RoutineSpec], wheres: Sequence[str]) -> None:
     """Routine names are unique per assignee (each coordinator has a "Coordinator heartbeat")."""
     seen: dict[tuple[str, str | None], str] = {}
@@ -187,36 +179,51 @@ def _unique_routines(routines: Sequence[RoutineSpec], wheres: Sequence[str]) -> 
         seen[key] = where
 
 
-def load_config(directory: Path | str, *, allow_env: Iterable[str] = ()) -> OfficeConfig:
-    """Read and validate the office config in ``directory``.
+#: Most errors one failed load reports (the rest are counted).
+MAX_ERRORS = 20
 
-    Args:
-        directory: the config directory.
-        allow_env: ``OFFICE_*`` variables an executor's ``${env:NAME}`` may read (the
-            others are refused: they are the importer's, not an agent's).
+T = TypeVar("T")
 
-    Returns:
-        The config, with machine-dependent values resolved (see the module docstring).
 
-    Raises:
-        InvalidInputError: a missing or malformed file or value; ``field`` names the file
-            and key, e.g. ``agents/coder.yml: max_concurrent_sessions``.
-    """
-    root = Path(directory).expanduser().resolve()
-    if not root.is_dir():
-        raise InvalidInputError(f"{root} is not a directory", field="directory")
-    office = Fields(read_yaml(root / "office.yml", "office.yml"), "office.yml")
-    ws = Fields(office.get("workspace"), "office.yml", "workspace.")
-    name, description = ws.text("name", required=True), ws.text("description")
-    ws.done()
-    executor_data = office.get("executors") or {}
-    if not isinstance(executor_data, dict):
-        raise office.error("executors", "must map executor names to definitions")
-    allowed, refs = frozenset(allow_env), list[EnvReference]()
-    executors = {
-        str(key): _executor(str(key), value, root, allowed, refs)
-        for key, value in executor_data.items()
-    }
+class _Errors:
+    """The validation errors of one load, collected so that all are reported at once."""
+
+    def __init__(self) -> None:
+        self.found: list[InvalidInputError] = []
+
+    def attempt(self, load: Callable[[], T]) -> T | None:
+        """``load()``, or ``None`` after recording the error it raised."""
+        try:
+            return load()
+        except InvalidInputError as exc:
+            self.found.append(exc)
+            return None
+
+    def add(self, message: str, field: str) -> None:
+        """Record an error found by a check across files."""
+        self.found.append(InvalidInputError(message, field=field))
+
+    def raise_any(self) -> None:
+        """Raise one error listing every one recorded (one per line, at most 20).
+
+        Raises:
+            InvalidInputError: ``field`` names the first error's field.
+        """
+        if not self.found:
+            return
+        if len(self.found) == 1:
+            raise self.found[0]
+        lines = [line for error in self.found for line in error.message.splitlines()]
+        shown = lines[:MAX_ERRORS]
+        if len(lines) > MAX_ERRORS:
+            shown.append(f"... and {len(lines) - MAX_ERRORS} more errors")
+        raise InvalidInputError("\n".join(shown), field=self.found[0].field)
+
+
+def _settings(office: Fields, executors: dict[str, ExecutorConfig]) -> WorkspaceSettings:
+    declared = office.data.get("executors")
+    # An executor that failed to load is reported on its own: not as undefined here too.
+    names = {str(key) for key in declared} if isinstance(declared, dict) else set(executors)
     values = Fields(office.get("settings"), "office.yml", "settings.")
     settings = WorkspaceSettings(
         coalesce_window=timedelta(seconds=values.number("coalesce_window_s", 5.0)),
@@ -227,44 +234,119 @@ def load_config(directory: Path | str, *, allow_env: Iterable[str] = ()) -> Offi
         executors=executors,
     )
     values.done()
-    budgets = load_budgets(office.get("budgets"))
-    notifications = load_notifications(office.get("notifications"), allowed)
-    office.done()
-    if settings.default_executor is not None and settings.default_executor not in executors:
+    if settings.default_executor is not None and settings.default_executor not in names:
         raise values.error(
             "default_executor", f"executor {settings.default_executor!r} is not defined"
         )
+    return settings
+
+
+def _executors(
+    office: Fields,
+    root: Path,
+    errors: _Errors,
+    allow_env: frozenset[str],
+    refs: list[EnvReference],
+) -> dict[str, ExecutorConfig]:
+    executor_data = office.get("executors") or {}
+    if not isinstance(executor_data, dict):
+        raise office.error("executors", "must map executor names to definitions")
+    executors: dict[str, ExecutorConfig] = {}
+    for key, value in executor_data.items():
+        found = errors.attempt(partial(_executor, str(key), value, root, allow_env, refs))
+        if found is not None:
+            executors[str(key)] = found
+    return executors
+
+
+def _checked_unique(items: Sequence[tuple[str, str]], kind: str, errors: _Errors) -> None:
+    seen: dict[str, str] = {}
+    for name, where in items:
+        if name in seen:
+            message = f"{where}: name: {kind} {name!r} is also defined in {seen[name]}"
+            errors.add(message, f"{where}: name")
+        seen.setdefault(name, where)
+
+
+def load_config(directory: Path | str, *, allow_env: Iterable[str] = ()) -> OfficeConfig:
+    """Read and validate the office config in ``directory``.
+
+    Every file is checked before anything is refused: the error lists all the problems
+    found (one per line, at most :data:`MAX_ERRORS`), not only the first.
+
+    Args:
+        directory: the config directory.
+        allow_env: ``OFFICE_*`` variables a ``${env:NAME}`` may read (the others are
+            refused: they are the importer's, not an agent's or a receiver's).
+
+    Returns:
+        The config, with machine-dependent values resolved (see the module docstring).
+
+    Raises:
+        InvalidInputError: a missing or malformed file or value; ``field`` names the file
+            and key of the first problem, e.g. ``agents/coder.yml: max_concurrent_sessions``.
+    """
+    root = Path(directory).expanduser().resolve()
+    if not root.is_dir():
+        raise InvalidInputError(f"{root} is not a directory", field="directory")
+    errors = _Errors()
+    office = Fields(read_yaml(root / "office.yml", "office.yml"), "office.yml")
+    ws = Fields(office.get("workspace"), "office.yml", "workspace.")
+    name = errors.attempt(lambda: ws.text("name", required=True)) or ""
+    description = errors.attempt(lambda: ws.text("description")) or ""
+    errors.attempt(ws.done)
+    allowed, refs = frozenset(allow_env), list[EnvReference]()
+    executors = errors.attempt(lambda: _executors(office, root, errors, allowed, refs)) or {}
+    settings = errors.attempt(lambda: _settings(office, executors))
+    budgets = errors.attempt(lambda: load_budgets(office.get("budgets")))
+    notifications = errors.attempt(lambda: load_notifications(office.get("notifications"), allowed))
+    errors.attempt(office.done)
     agent_files = _entity_files(root, "agents")
-    agents = [_agent(path, where) for path, where in agent_files]
-    project_files = _entity_files(root, "projects")
-    projects = [_project(path, where, root) for path, where in project_files]
-    _unique([(a.name, w) for a, (_, w) in zip(agents, agent_files, strict=True)], "agent")
-    _check_reports_to(agents, [where for _, where in agent_files])
-    _unique([(p.name, w) for p, (_, w) in zip(projects, project_files, strict=True)], "project")
-    named = [
-        *((a.executor, w) for a, (_, w) in zip(agents, agent_files, strict=True)),
-        *((p.executor, w) for p, (_, w) in zip(projects, project_files, strict=True)),
+    loaded_agents = [
+        (errors.attempt(partial(_agent, path, where)), where) for path, where in agent_files
     ]
+    agents = [(agent, where) for agent, where in loaded_agents if agent is not None]
+    project_files = _entity_files(root, "projects")
+    loaded_projects = [
+        (errors.attempt(partial(_project, path, where, root)), where)
+        for path, where in project_files
+    ]
+    projects = [(project, where) for project, where in loaded_projects if project is not None]
+    _checked_unique([(a.name, w) for a, w in agents], "agent", errors)
+    errors.attempt(lambda: _check_reports_to([a for a, _ in agents], [w for _, w in agents]))
+    _checked_unique([(p.name, w) for p, w in projects], "project", errors)
+    named = [*((a.executor, w) for a, w in agents), *((p.executor, w) for p, w in projects)]
     for executor, where in named:
         if executor is not None and executor not in executors:
             message = f"{where}: executor: {executor!r} is not defined in office.yml"
-            raise InvalidInputError(message, field=f"{where}: executor")
+            errors.add(message, f"{where}: executor")
     routine_files = _entity_files(root, "routines")
-    routines = [load_routine(path, where) for path, where in routine_files]
-    _unique_routines(routines, [where for _, where in routine_files])
-    agent_names = {agent.name for agent in agents}
-    for routine, (_, where) in zip(routines, routine_files, strict=True):
+    loaded_routines = [
+        (errors.attempt(partial(load_routine, path, where)), where) for path, where in routine_files
+    ]
+    routines = [(routine, where) for routine, where in loaded_routines if routine is not None]
+    errors.attempt(lambda: _unique_routines([r for r, _ in routines], [w for _, w in routines]))
+    agent_names = {agent.name for agent, _ in agents}
+    for routine, where in routines:
         if routine.assignee is not None and routine.assignee not in agent_names:
             message = f"{where}: assignee: agent {routine.assignee!r} is not defined in agents/"
-            raise InvalidInputError(message, field=f"{where}: assignee")
-    check_budget_names(budgets, agent_names, (project.name for project in projects))
+            errors.add(message, f"{where}: assignee")
+    if budgets is not None:
+        errors.attempt(
+            lambda: check_budget_names(budgets, agent_names, (p.name for p, _ in projects))
+        )
+    errors.raise_any()
+    # Both are set, or an error about them was raised above.
+    assert settings is not None
+    assert budgets is not None
+    assert notifications is not None
     return OfficeConfig(
         name=name,
         description=description,
         settings=settings,
-        agents=tuple(sorted(agents, key=lambda a: a.name)),
-        projects=tuple(sorted(projects, key=lambda p: p.name)),
-        routines=tuple(sorted(routines, key=lambda r: (r.name, r.assignee or ""))),
+        agents=tuple(sorted((a for a, _ in agents), key=lambda a: a.name)),
+        projects=tuple(sorted((p for p, _ in projects), key=lambda p: p.name)),
+        routines=tuple(sorted((r for r, _ in routines), key=lambda r: (r.name, r.assignee or ""))),
         budgets=budgets,
         root=str(root),
         env_references=tuple(refs),

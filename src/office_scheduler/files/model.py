@@ -176,6 +176,8 @@ class Change:
     disabled. ``details`` show the values a new record gets (every field) or a changed one
     gets (the changed fields), as ``key: value`` lines with ``env`` values never shown;
     ``warnings`` flag what deserves a second look (see :mod:`office_scheduler.files.review`).
+    ``note`` says what the import leaves alone on purpose (e.g. a pause the system or a
+    person made since the last import), empty otherwise.
     """
 
     kind: str
@@ -184,6 +186,7 @@ class Change:
     fields: tuple[str, ...] = ()
     details: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    note: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

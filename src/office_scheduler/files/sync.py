@@ -8,6 +8,7 @@ from pathlib import Path
 
 from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.models import Agent, Project, WorkspaceSettings
+from office_scheduler.domain.status import AgentStatus
 from office_scheduler.files.budgets import apply_budgets, plan_budgets
 from office_scheduler.files.model import (
     Action,
@@ -73,6 +74,27 @@ def _agent_diff(agent: Agent, spec: AgentSpec, names: dict[str, str]) -> list[st
     return changed
 
 
+#: Statuses an import leaves alone when the system or a person set them.
+_HELD_STATUSES = frozenset({AgentStatus.PAUSED, AgentStatus.STOPPED})
+_STATUS_FIELDS = ("status", "paused_reason")
+
+
+def _status_kept(agent: Agent, diff: list[str]) -> tuple[list[str], str]:
+    """Drop status changes that would undo a pause or stop made since the last import.
+
+    The rule: an agent ``paused`` or ``stopped`` with a status other than the one the last
+    import set (or set by no import at all) keeps its status and ``paused_reason``.
+
+    Returns:
+        The remaining changed keys and the plan's note ("" when nothing is kept).
+    """
+    held = agent.status in _HELD_STATUSES and agent.status != agent.imported_status
+    if not held or not any(key in diff for key in _STATUS_FIELDS):
+        return diff, ""
+    note = f"keeps status {agent.status.value} (set since last import; --reset-status to apply)"
+    return [key for key in diff if key not in _STATUS_FIELDS], note
+
+
 def _project_values(spec: ProjectSpec) -> dict[str, object]:
     return {
         "description": spec.description,
@@ -86,20 +108,25 @@ def _project_diff(project: Project, spec: ProjectSpec) -> list[str]:
     return [key for key, value in _project_values(spec).items() if getattr(project, key) != value]
 
 
-def _change(kind: str, name: str, fields: Sequence[str] | None) -> Change:
+def _change(kind: str, name: str, fields: Sequence[str] | None, note: str = "") -> Change:
     if fields is None:
         return Change(kind=kind, name=name, action=Action.CREATE)
     action = Action.UPDATE if fields else Action.UNCHANGED
-    return Change(kind=kind, name=name, action=action, fields=tuple(fields))
+    return Change(kind=kind, name=name, action=action, fields=tuple(fields), note=note)
 
 
-def plan_import(store: Store, config: OfficeConfig) -> ImportPlan:
+def plan_import(store: Store, config: OfficeConfig, *, reset_status: bool = False) -> ImportPlan:
     """Compare ``config`` with the store and list what an import would create or update.
 
     Records are matched by workspace name, then agent, project and routine name in that
     workspace (see :mod:`office_scheduler.files.routine_sync` for routines and triggers).
     Each created or updated record carries its values and warnings
     (:func:`office_scheduler.files.review.review`).
+
+    An agent that is ``paused`` or ``stopped`` by the system or a person since the last
+    import (its status is not the one the last import set) keeps that status and its
+    ``paused_reason``, and the plan's ``note`` says so; ``reset_status`` applies the file's
+    status anyway.
     """
     office = store.office
     workspace = office.find_workspace_by_name(config.name)
@@ -120,7 +147,10 @@ def plan_import(store: Store, config: OfficeConfig) -> ImportPlan:
             None if workspace is None else office.find_agent_by_name(workspace.id, agent_spec.name)
         )
         diff = None if agent is None else _agent_diff(agent, agent_spec, names)
-        changes.append(_change("agent", agent_spec.name, diff))
+        note = ""
+        if agent is not None and diff is not None and not reset_status:
+            diff, note = _status_kept(agent, diff)
+        changes.append(_change("agent", agent_spec.name, diff, note))
     for project_spec in config.projects:
         project = (
             None
@@ -229,10 +259,12 @@ def run_import(store: Store, plan: ImportPlan, now: datetime) -> ImportResult:
                 status=agent_spec.status,
                 permission_policy=agent_spec.permission_policy,
             )
+            created = office.find_agent_by_name(workspace_id, agent_spec.name)
+            assert created is not None
+            marks: dict[str, object] = {"imported_status": agent_spec.status}
             if agent_spec.paused_reason is not None:
-                created = office.find_agent_by_name(workspace_id, agent_spec.name)
-                assert created is not None
-                office.update_agent(created.id, now=now, paused_reason=agent_spec.paused_reason)
+                marks["paused_reason"] = agent_spec.paused_reason
+            office.update_agent(created.id, now=now, **marks)
         elif change.action is Action.UPDATE:
             agent = office.find_agent_by_name(workspace_id, agent_spec.name)
             if agent is None:
@@ -242,6 +274,8 @@ def run_import(store: Store, plan: ImportPlan, now: datetime) -> ImportResult:
                 for k in change.fields
                 if k != "reports_to"
             }
+            if "status" in changes:
+                changes["imported_status"] = agent_spec.status
             if changes:
                 office.update_agent(agent.id, now=now, **changes)
     _apply_reports_to(store, workspace_id, config.agents, by_key, now)

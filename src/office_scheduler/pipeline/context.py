@@ -27,6 +27,7 @@ from office_scheduler.domain.models import (
 )
 from office_scheduler.domain.status import RunReason, RunStatus
 from office_scheduler.executors.base import Executor
+from office_scheduler.metrics import Metrics
 from office_scheduler.pipeline.storable import clean_json, short_error
 from office_scheduler.store.facade import Store
 from office_scheduler.store.queue import IntakeResult
@@ -48,6 +49,8 @@ class PipelineDeps:
     Attributes:
         enqueue: intake, for the wakes a run sends on its way out (the ``agent_error``
             escalation to the coordinator); without it no such wake is sent.
+        metrics: the service's Prometheus metrics (failures, retries, escalations);
+            ``None`` counts nothing.
     """
 
     store: Store
@@ -57,6 +60,7 @@ class PipelineDeps:
     executors: Mapping[str, Executor]
     tokens: TokenService
     enqueue: Enqueue | None = None
+    metrics: Metrics | None = None
 
 
 @dataclass(kw_only=True, slots=True)

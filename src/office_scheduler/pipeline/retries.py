@@ -76,6 +76,8 @@ async def record_failure(ctx: RunContext, outcome: Outcome) -> None:
             reason = RunReason.CANCELLED_BY_USER
         await ctx.end(RunStatus.CANCELLED, reason, error=message, **details)
         return
+    if ctx.deps.metrics is not None:  # metrics hook: a failed session
+        ctx.deps.metrics.failure(family)
     if family is ErrorFamily.CONFIG:
         await _config_failure(ctx, message, details)
         return
@@ -102,6 +104,8 @@ async def record_failure(ctx: RunContext, outcome: Outcome) -> None:
         retry_at, source, reset_at = told + RESET_MARGIN, "rate_limit_parsed", told
     parked = await ctx.schedule_retry(retry_at, reason, error=message, **details)
     if parked is not None:
+        if ctx.deps.metrics is not None:  # metrics hook: a retry scheduled
+            ctx.deps.metrics.retry_scheduled()
         await _log_retry(ctx, parked, family, source, reset_at, failures)
 
 
@@ -165,6 +169,8 @@ async def _config_failure(ctx: RunContext, message: str, details: dict[str, Any]
 async def escalate(ctx: RunContext, run: Run, error: str, failures: int) -> None:
     """Tell people (inbox) and the coordinator (``agent_error`` wake) that a run gave up."""
     deps = ctx.deps
+    if deps.metrics is not None:  # metrics hook: an escalation
+        deps.metrics.escalated()
     name = ctx.agent.name if ctx.agent else run.agent_id
     session_id = ctx.session.id if ctx.session is not None else run.session_id
     payload: dict[str, Any] = {"failed_agent_id": run.agent_id}

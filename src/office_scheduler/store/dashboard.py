@@ -25,6 +25,7 @@ from office_scheduler.domain.status import (
     TaskState,
 )
 from office_scheduler.domain.summaries import ContinuationSummary
+from office_scheduler.store.agent_health import FailingStreak, failing_streaks
 from office_scheduler.store.engine import Database
 from office_scheduler.store.listing import MAX_ID
 from office_scheduler.store.office_common import load_tasks, office_task_clause, task_select
@@ -152,6 +153,10 @@ class DashboardStore:
             DayOutcomes(day=start, counts=count)
             for start, count in zip(starts, counts, strict=True)
         ]
+
+    def failing(self, agent_ids: Sequence[str]) -> dict[str, FailingStreak]:
+        """The agents of ``agent_ids`` whose newest attempted run failed, with their streak."""
+        return failing_streaks(self._db, agent_ids)
 
     def agent_loads(
         self, workspace_id: str, agent_ids: Sequence[str], *, spent_since: datetime

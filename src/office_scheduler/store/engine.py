@@ -9,6 +9,7 @@ second engine that opens plain deferred transactions and never queue behind the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import sqlite3
@@ -17,6 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -25,6 +27,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from office_scheduler.domain.errors import InvalidInputError
+from office_scheduler.permissions import create_private_file
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 #: TCP keepalives of PostgreSQL connections that live long (listener, leadership lock): a
@@ -137,6 +140,18 @@ def _supported_url(url: str) -> sa.engine.URL:
             field="database_url",
         )
     return parsed
+
+
+def _create_sqlite_file(database: str | None) -> None:
+    """Create a missing SQLite database file owner-only (0600) before SQLite creates it 0644.
+
+    SQLite gives the ``-wal`` and ``-shm`` files the database file's mode. In-memory
+    databases and unwritable places are left to SQLite (it reports its own error).
+    """
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    with contextlib.suppress(OSError):
+        create_private_file(Path(database))
 
 
 def _sqlite_engine(url: str, *, begin: str, pool_size: int) -> Engine:
@@ -449,6 +464,7 @@ def open_database(
     name = parsed.get_backend_name()
     overflow = pool_size if max_overflow is None else max_overflow
     if name == "sqlite":
+        _create_sqlite_file(parsed.database)
         return Database(
             url=url,
             writer=_sqlite_engine(url, begin="BEGIN IMMEDIATE", pool_size=pool_size),

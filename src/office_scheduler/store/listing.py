@@ -16,9 +16,36 @@ from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunStatus, WakeSou
 from office_scheduler.store.engine import Database
 from office_scheduler.store.pagination import Page, check_limit, decode_cursor, make_page
 from office_scheduler.store.rows import run_from_row, wakeup_from_row
-from office_scheduler.store.schema import runs, wakeup_requests
+from office_scheduler.store.schema import (
+    agents,
+    approvals,
+    budget_policies,
+    comments,
+    inbox_items,
+    projects,
+    routines,
+    runs,
+    tasks,
+    wakeup_requests,
+    workspaces,
+)
 from office_scheduler.store.sql import all_rows
 from office_scheduler.store.validation import enum_value
+
+#: Collections whose string ids may be given by a unique prefix (``GET /ids/{prefix}``).
+PREFIX_TABLES: dict[str, sa.Table] = {
+    "workspaces": workspaces,
+    "projects": projects,
+    "agents": agents,
+    "tasks": tasks,
+    "comments": comments,
+    "approvals": approvals,
+    "routines": routines,
+    "inbox": inbox_items,
+    "budgets": budget_policies,
+}
+#: Shortest prefix accepted (the dashboard shows 8 characters).
+MIN_PREFIX = 6
 
 #: Largest id a cursor may name (a signed 64-bit integer, like the id columns).
 MAX_ID = 2**63 - 1
@@ -158,6 +185,48 @@ class ListingStore:
         with self._db.read() as conn:
             found = [wakeup_from_row(row) for row in all_rows(conn, query)]
         return make_page(found, limit=limit, key=_wakeup_key)
+
+    def ids_with_prefix(
+        self, kind: str, prefix: str, *, workspace_id: str | None = None, limit: int = 10
+    ) -> list[str]:
+        """The ids of ``kind`` (a key of :data:`PREFIX_TABLES`) that start with ``prefix``.
+
+        Args:
+            kind: the collection, e.g. ``tasks``.
+            prefix: at least :data:`MIN_PREFIX` lowercase hex digits.
+            workspace_id: only records of this workspace (``None``: every workspace).
+            limit: most ids returned, sorted.
+
+        Raises:
+            InvalidInputError: an unknown ``kind`` (field ``kind``) or a prefix that is
+                shorter than :data:`MIN_PREFIX` or not hex (field ``prefix``).
+        """
+        table = PREFIX_TABLES.get(kind)
+        if table is None:
+            raise InvalidInputError(
+                f"kind must be one of {', '.join(sorted(PREFIX_TABLES))}", field="kind"
+            )
+        if len(prefix) < MIN_PREFIX or len(prefix) > 32 or prefix.strip("0123456789abcdef"):
+            raise InvalidInputError(
+                f"an id prefix is {MIN_PREFIX} to 32 lowercase hex digits", field="prefix"
+            )
+        query = sa.select(table.c.id).where(table.c.id.startswith(prefix, autoescape=True))
+        if workspace_id is not None:
+            column = table.c.id if table is workspaces else table.c.workspace_id
+            query = query.where(column == workspace_id)
+        query = query.order_by(table.c.id).limit(limit)
+        with self._db.read() as conn:
+            return [str(found) for found in conn.execute(query).scalars()]
+
+    def run_status_counts(self, statuses: tuple[str, ...]) -> dict[str, int]:
+        """How many runs are in each of ``statuses`` (absent: none), for the metrics."""
+        query = (
+            sa.select(runs.c.status, sa.func.count())
+            .where(runs.c.status.in_(statuses))
+            .group_by(runs.c.status)
+        )
+        with self._db.read() as conn:
+            return {str(status): int(count) for status, count in conn.execute(query)}
 
     def ping(self) -> bool:
         """Run a trivial query; returns ``True`` when the database answers (health checks)."""

@@ -43,6 +43,7 @@ _AGENT_CHANGES = frozenset(
         "reports_to",
         "permission_policy",
         "paused_reason",
+        "imported_status",
     }
 )
 #: Statuses that mean "not paused": entering one clears ``paused_reason``.
@@ -244,7 +245,9 @@ class AgentMethods:
         Allowed keys: ``name``, ``role``, ``status``, ``instructions``,
         ``max_concurrent_sessions``, ``cooldown`` (a timedelta), ``skip_idle_wakeups``
         (``None`` resets it to the role's default), ``executor``, ``reports_to`` (``None``
-        clears it), ``permission_policy`` (``None`` clears it) and ``paused_reason``. A new
+        clears it), ``permission_policy`` (``None`` clears it), ``paused_reason`` and
+        ``imported_status`` (the status a config import set, see
+        :func:`~office_scheduler.files.sync.plan_import`). A new
         cooldown also moves the agent's ``cooldown_until`` to ``last_wakeup_finished_at +
         cooldown``; a status of ``idle`` or ``working`` clears ``paused_reason`` unless one
         is given. A role change into or out of the coordinator roles installs, resumes or
@@ -405,6 +408,8 @@ def _changed_values(changes: dict[str, object]) -> dict[str, Any]:
             values["paused_reason"] = None
     if "paused_reason" in changes:
         values["paused_reason"] = _paused_reason(changes["paused_reason"])
+    if "imported_status" in changes:
+        values["imported_status"] = _status(changes["imported_status"]).value
     if "instructions" in changes:
         values["instructions"] = clean_text(
             changes["instructions"], field="instructions", required=False

@@ -127,6 +127,9 @@ def agent_from_row(row: Row) -> Agent:
         reports_to=row["reports_to"],
         paused_reason=row["paused_reason"],
         permission_policy=row["permission_policy"],
+        imported_status=(
+            None if row["imported_status"] is None else AgentStatus(row["imported_status"])
+        ),
     )
 
 

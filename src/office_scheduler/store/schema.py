@@ -100,6 +100,9 @@ agents = sa.Table(
     sa.Column("paused_reason", sa.String(60)),
     # ACP permission policy: {"mode": "allow_all"|"deny"|"allow_listed", "tools": [...]}.
     sa.Column("permission_policy", json_type()),
+    # The status the last config import set (NULL: none did): an import leaves a paused or
+    # stopped status alone unless it set that status itself.
+    sa.Column("imported_status", sa.String(40)),
     _ts("last_wakeup_finished_at"),
     # last_wakeup_finished_at + cooldown_s, kept so the claim filters agents in SQL.
     _ts("cooldown_until"),

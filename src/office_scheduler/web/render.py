@@ -23,6 +23,7 @@ from starlette.templating import Jinja2Templates
 
 from office_scheduler.api.errors import STATUS_BY_ERROR
 from office_scheduler.domain.errors import OfficeError
+from office_scheduler.error_text import first_error_line
 from office_scheduler.web.session import LoginRequired
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -56,6 +57,7 @@ TEMPLATES.env.filters["utc"] = iso_utc
 TEMPLATES.env.filters["money"] = money
 TEMPLATES.env.filters["seconds"] = seconds
 TEMPLATES.env.filters["pretty_json"] = pretty_json
+TEMPLATES.env.filters["error_line"] = first_error_line
 
 
 def render(

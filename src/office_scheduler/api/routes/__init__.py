@@ -11,6 +11,7 @@ from office_scheduler.api.routes import (
     channels,
     comments,
     health,
+    ids,
     inbox,
     notifications,
     projects,
@@ -40,6 +41,7 @@ for _module in (
     channels,
     notifications,
     tokens,
+    ids,
 ):
     api_router.include_router(_module.router, prefix="/api/v1")
 #: Public, outside ``/api/v1``: the webhook trigger's signing mode authenticates the caller.

@@ -6,8 +6,13 @@ Besides ``status`` and ``database`` it tells which node answered and what that n
 leader as this node last read the lease: ``node_id``, ``epoch``, ``expires_at`` ISO 8601
 UTC, ``this_node``; see :meth:`Service.leadership_status`, which metrics read too), and in
 ``loops`` the state and lag (seconds since the last good pass) of each loop — ``runs``,
-``cron``, ``maintenance`` and, on PostgreSQL, ``leader`` and ``wake_listener`` — next to
-the overall ``scheduler`` state and ``inflight_runs``.
+``cron``, ``maintenance``, ``notifications`` and, on PostgreSQL, ``leader`` and
+``wake_listener`` — next to the overall ``scheduler`` state and ``inflight_runs``.
+
+Beside it, without a token: ``GET /livez`` (the process answers: always 200),
+``GET /readyz`` (200 when the database answers and no loop has crashed or stopped, else
+503) and ``GET /metrics`` (this process's Prometheus metrics, see
+:mod:`office_scheduler.metrics`).
 """
 
 from __future__ import annotations
@@ -17,10 +22,11 @@ from typing import Any
 
 import structlog
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from office_scheduler.api.deps import ServiceDep
 from office_scheduler.api.views import HealthOut
+from office_scheduler.metrics import CONTENT_TYPE
 from office_scheduler.service import Service
 
 router = APIRouter(tags=["health"])
@@ -43,14 +49,54 @@ def _loops(service: Service, node: dict[str, Any]) -> dict[str, Any]:
     return loops
 
 
+async def _database_ok(service: Service) -> bool:
+    try:
+        return await asyncio.to_thread(service.store.listing.ping)
+    except Exception as exc:
+        log.warning("healthz_database_error", error=repr(exc))
+        return False
+
+
+@router.get("/livez")
+async def livez() -> dict[str, str]:
+    """The process is up and its event loop answers (no database access)."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", responses={503: {"description": "Not ready"}})
+async def readyz(service: ServiceDep) -> JSONResponse:
+    """``ok`` (200) when the database answers and the scheduler loops run, else 503.
+
+    A process without the scheduler (``--no-scheduler``) is ready when its database answers.
+    """
+    database_ok = await _database_ok(service)
+    state = _loops(service, service.node_status())["scheduler"]
+    loops_ok = state not in ("crashed", "stopped")
+    ready = database_ok and loops_ok
+    body = {
+        "status": "ok" if ready else "error",
+        "database": "ok" if database_ok else "error",
+        "scheduler": state,
+    }
+    return JSONResponse(body, status_code=200 if ready else 503)
+
+
+@router.get("/metrics", response_class=Response)
+async def metrics(service: ServiceDep) -> Response:
+    """This process's metrics in the Prometheus text format (no token; docs/deploy.md)."""
+    try:
+        text = await asyncio.to_thread(service.metrics.render)
+    except Exception as exc:
+        # The database could not be read for the gauges: the counters are still worth having.
+        log.warning("metrics_sample_failed", error=repr(exc))
+        text = await asyncio.to_thread(service.metrics.render_without_sampling)
+    return Response(content=text, media_type=CONTENT_TYPE)
+
+
 @router.get("/healthz", response_model=HealthOut, responses={503: {"model": HealthOut}})
 async def healthz(service: ServiceDep) -> JSONResponse:
     """``status`` is ``ok`` (200) when the database answers and no loop has crashed."""
-    try:
-        database_ok = await asyncio.to_thread(service.store.listing.ping)
-    except Exception as exc:
-        log.warning("healthz_database_error", error=repr(exc))
-        database_ok = False
+    database_ok = await _database_ok(service)
     node = service.node_status()
     loops = _loops(service, node)
     healthy = database_ok and loops["scheduler"] != "crashed"

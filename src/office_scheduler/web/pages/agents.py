@@ -17,6 +17,7 @@ from office_scheduler.domain.errors import InvalidInputError, NotFoundError
 from office_scheduler.domain.models import Agent
 from office_scheduler.service import Service
 from office_scheduler.store.activity import USER_ACTOR
+from office_scheduler.web.health import failing_agents
 from office_scheduler.web.pages.common import PAGE_SIZE, back, page_router, show
 from office_scheduler.web.pages.overview import month_start
 from office_scheduler.web.params import Scope, integer, scope_of, text
@@ -46,7 +47,8 @@ async def agents_page(request: Request, _: SessionDep) -> Response:
         [agent.id for agent in scope.agents],
         spent_since=month_start(service.clock.now()),
     )
-    return show(request, "agents.html", scope, section="agents", loads=loads)
+    health = await failing_agents(service, scope.agents)
+    return show(request, "agents.html", scope, section="agents", loads=loads, health=health)
 
 
 @router.get("/agents/{agent_id}")
@@ -75,12 +77,14 @@ async def agent_detail(
             spent_since=month_start(service.clock.now()),
         ),
     )
+    health = await failing_agents(service, [agent])
     return show(
         request,
         "agent.html",
         scope,
         section="agents",
         agent=agent,
+        health=health,
         load=loads[agent.id],
         summaries=summaries,
         runs=runs.items,

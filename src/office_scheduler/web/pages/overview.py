@@ -9,6 +9,7 @@ from fastapi import Request
 from starlette.responses import Response
 
 from office_scheduler.web.chart import runs_chart
+from office_scheduler.web.health import failing_agents
 from office_scheduler.web.pages.common import page_router, show
 from office_scheduler.web.params import scope_of
 from office_scheduler.web.session import SessionDep, service_of
@@ -46,12 +47,14 @@ async def overview(request: Request, _: SessionDep) -> Response:
             service.store.runlog.list_activity, scope.workspace.id, limit=RECENT_ACTIVITY
         ),
     )
+    health = await failing_agents(service, scope.agents)
     return show(
         request,
         "overview.html",
         scope,
         section="overview",
         loads=loads,
+        health=health,
         queue_depth=sum(load.waiting for load in loads.values()),
         chart=runs_chart(days),
         days=days,

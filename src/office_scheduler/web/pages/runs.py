@@ -9,7 +9,9 @@ from starlette.responses import Response
 
 from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.status import RunReason, RunStatus, WakeupStatus
+from office_scheduler.error_text import first_error_line
 from office_scheduler.store.listing import MAX_ID
+from office_scheduler.web.health import run_error_family
 from office_scheduler.web.pages.common import PAGE_SIZE, back, page_router, query_without, show
 from office_scheduler.web.params import choice, instant, integer, scope_of, text
 from office_scheduler.web.session import SameOriginDep, SessionDep, service_of
@@ -108,6 +110,8 @@ async def run_detail(request: Request, run_id: int, _: SessionDep) -> Response:
         wakeups=wakeups.items,
         cost=cost,
         cancellable=run.status.value in ("queued", "scheduled_retry", "claimed", "running"),
+        error_family=run_error_family(run, events),
+        error_line=first_error_line(run.error) if run.error else "",
     )
 
 
