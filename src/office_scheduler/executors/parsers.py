@@ -53,10 +53,12 @@ _ERROR_STATUSES = frozenset({"error", "failed", "failure"})
 _AGENT_ITEMS = frozenset({"agent_message", "assistant_message"})
 
 #: Command-line usage errors of the CLIs' argument parsers (clap: Codex; commander: Claude
-#: Code; yargs: Gemini) that the retry table does not name: a configuration problem.
+#: Code; yargs: Gemini) and Gemini's refusal of an untrusted folder (exit 55) that the retry
+#: table does not name: a configuration problem.
 _CLI_USAGE = re.compile(
     r"unexpected argument|unknown (?:option|argument|command)|invalid value .{0,80}? for"
-    r"|not a valid model|\bmodel\b.{0,80}?(?:does not exist|is not supported|not found)",
+    r"|not a valid model|\bmodel\b.{0,80}?(?:does not exist|is not supported|not found)"
+    r"|not running in a trusted directory",
     re.IGNORECASE,
 )
 #: Turn limits the retry table does not name (Gemini ``FatalTurnLimitedError``, exit 53).
