@@ -42,8 +42,9 @@ def act_route(config: ExecutorConfig | None) -> ActRoute:
 _MCP = (
     "",
     "## How to act",
-    "Act through the tools of the `office` MCP server (in some CLIs named `mcp__office__<tool>`);",
-    "task arguments default to the task of this run:",
+    "Act through the tools of the `office` MCP server (some CLIs prefix them with the server",
+    "name, e.g. `mcp__office__read_task` in Claude Code); task arguments default to the task of",
+    "this run:",
     "- `read_task` to read a task with its comments, blockers and subtasks;",
     '- `add_comment` to report progress, e.g. `add_comment(body="Tests pass; opening the PR.")`;',
     "- `update_task` to change state, title, description or assignee, or add blockers;",
