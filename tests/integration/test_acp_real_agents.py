@@ -2,9 +2,9 @@
 
 Run with ``make test-real-agents``. It installs the pinned package from npm into the cache
 folder of ``tests/agents/real_clis.py`` and drives it through the ``acp`` executor. No
-credentials exist on these machines, so only the handshake is asserted: ``initialize`` and
-``session/new`` complete (the prompt turn then fails or is cut short; its outcome is not
-checked). Deselected by default; skipped with a reason when npm or its registry is unreachable.
+credentials exist on these machines: ``initialize`` and ``session/new`` complete, then the
+prompt turn fails as ``auth``. Deselected by default; skipped with a reason when npm or its
+registry is unreachable.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 from agents.real_clis import PINS, bin_dir, install, registry_reachable
 from office_scheduler.domain.execution import Launch
 from office_scheduler.domain.models import ExecutorConfig
+from office_scheduler.domain.status import ErrorFamily, OutcomeStatus
 from office_scheduler.executors.acp import AcpExecutor
 
 pytestmark = [pytest.mark.real_agents, pytest.mark.timeout(600)]
@@ -99,4 +100,8 @@ async def test_claude_code_acp_completes_initialize_and_session_new(
     news = [data for kind, _, data in sink.events if kind == "acp_session_new"]
     assert news, f"no session/new: {outcome.message} / {sink.lines[-5:]}"
     assert news[0]["session_id"]
-    assert outcome.external_session_id == news[0]["session_id"]
+    # No credentials: the turn fails as auth, and since the agent never answered, the
+    # session is not kept for resuming.
+    assert outcome.status is OutcomeStatus.FAILED
+    assert outcome.error_family is ErrorFamily.AUTH, outcome.message
+    assert outcome.external_session_id is None

@@ -8,8 +8,9 @@ happens before a model answers: every flag a preset passes (new session and resu
 the documented ``preset_args``) is accepted by the real binary; a real no-credentials answer
 is classified ``auth``, runs once and leaves no session to resume; Gemini passes its trust and
 settings checks and lists the office MCP server; Codex's offline reconnect loop ends by the
-stall rule. Deselected by default; skipped with a reason when npm or its registry is
-unreachable and nothing is cached yet.
+stall rule; ``gemini --acp`` is trusted and answers ``auth`` (``claude-code-acp``: see
+``test_acp_real_agents.py``). Deselected by default; skipped with a reason when npm or its
+registry is unreachable and nothing is cached yet.
 """
 
 from __future__ import annotations
@@ -237,10 +238,12 @@ async def test_codex_offline_reconnect_loop_ends_by_the_stall_rule(
     assert elapsed < 100
 
 
-async def test_claude_code_acp_without_credentials(clis: dict[str, Path], tmp_path: Path) -> None:
+async def test_gemini_acp_is_trusted_and_answers_auth_without_a_key(
+    clis: dict[str, Path], tmp_path: Path
+) -> None:
     from office_scheduler.executors.acp import AcpExecutor
 
-    base = make_launch(tmp_path, {"claude": clis["claude-code-acp"]}, "claude")
+    base = make_launch(tmp_path, clis, "gemini")
     launch = Launch(
         run_id=base.run_id,
         agent_id=base.agent_id,
@@ -248,11 +251,11 @@ async def test_claude_code_acp_without_credentials(clis: dict[str, Path], tmp_pa
         workspace_id=base.workspace_id,
         prompt=base.prompt,
         config=ExecutorConfig(
-            name="claude-acp",
+            name="gemini-acp",
             kind="acp",
-            argv=(str(clis["claude-code-acp"] / "claude-code-acp"),),
+            argv=(str(clis["gemini"] / "gemini"), "--acp", "--skip-trust"),
             timeout_s=120,
-            inactivity_timeout_s=60,
+            inactivity_timeout_s=90,
         ),
         env=base.env,
         cwd=base.cwd,
@@ -264,7 +267,8 @@ async def test_claude_code_acp_without_credentials(clis: dict[str, Path], tmp_pa
         AcpExecutor(cancel_grace_s=2.0, kill_grace_s=2.0).run(launch, sink), 180
     )
 
-    news = [data for kind, _, data in sink.events if kind == "acp_session_new"]
-    assert news, f"no session/new: {outcome.message} / {sink.lines[-5:]}"
+    stderr = "\n".join(line for stream, line in sink.lines if stream == "stderr")
+    assert "trusted directory" not in stderr
     assert outcome.status is OutcomeStatus.FAILED
     assert outcome.error_family is ErrorFamily.AUTH, outcome.message
+    assert outcome.external_session_id is None
