@@ -220,12 +220,29 @@ def test_config_files_accept_a_preset_without_argv(tmp_path: Path) -> None:
     assert config.preset == "codex"
     assert config.preset_args == ("--model", "o4-mini")
     assert config.argv == ()
+    assert config.stall_timeout_s == 300.0
     assert executor_from_json(executor_to_json(config)) == config
+
+
+def test_config_files_and_stored_executors_keep_stall_timeout(tmp_path: Path) -> None:
+    root = write_office(tmp_path / "o", "{preset: codex, stall_timeout_s: 45}")
+
+    config = load_config(root).settings.executors["cli"]
+
+    assert config.stall_timeout_s == 45.0
+    assert executor_from_json(executor_to_json(config)) == config
+    stored = executor_to_json(config)
+    del stored["stall_timeout_s"]  # written before the key existed
+    assert executor_from_json(stored).stall_timeout_s == 300.0
 
 
 @pytest.mark.parametrize(
     ("executor", "field"),
-    [("{preset: copilot}", "executors.cli.preset"), ("{kind: command}", "executors.cli.argv")],
+    [
+        ("{preset: copilot}", "executors.cli.preset"),
+        ("{kind: command}", "executors.cli.argv"),
+        ("{preset: codex, stall_timeout_s: 0}", "executors.cli.stall_timeout_s"),
+    ],
 )
 def test_config_files_reject_unknown_presets_and_empty_commands(
     tmp_path: Path, executor: str, field: str
