@@ -15,7 +15,9 @@ prints (captured from the published CLIs, ``tests/fixtures/agents/<cli>/real-*``
 
 :class:`StallWatch` tracks when the session last printed anything else ("progress"); once
 only retry notices have been printed for ``stall_timeout_s``, the session is stalled and
-the last notice is its message. Pure: the caller passes ``now`` (monotonic seconds).
+the last notice is its message. :func:`is_model_turn` tells whether a line shows the model
+answering, so a failed session without a turn is not resumed. Pure: the caller passes
+``now`` (monotonic seconds).
 """
 
 from __future__ import annotations
