@@ -55,7 +55,7 @@ pytest: $(STAMP)
 
 # Opt-in: installs @zed-industries/claude-code-acp from npm and checks the ACP handshake.
 test-real-agents: $(STAMP)
-	$(BIN)/pytest -q -m real_agents tests/integration/test_acp_real_agents.py
+	$(BIN)/pytest -q -m real_agents tests
 
 # All benchmarks, about 10 minutes; BENCH_ARGS="--only claim --claim-sizes 10000" etc.
 bench: $(STAMP)

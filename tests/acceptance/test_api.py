@@ -95,6 +95,19 @@ def test_executor_preset_round_trips_through_the_api(api: Api) -> None:
     assert "preset" in error_of(response)["field"]
 
 
+def test_executor_stall_timeout_through_the_api(api: Api) -> None:
+    ws_id = api.workspace()["id"]
+    patch = {"settings": {"executors": {"codex": {"preset": "codex", "stall_timeout_s": 60}}}}
+    changed = api.ok("PATCH", f"/api/v1/workspaces/{ws_id}", json=patch)
+    assert changed["settings"]["executors"]["codex"]["stall_timeout_s"] == 60
+    stored = api.service.store.office.get_workspace(ws_id).settings.executors["codex"]
+    assert stored.stall_timeout_s == 60
+    bad = {"settings": {"executors": {"x": {"preset": "codex", "stall_timeout_s": 0}}}}
+    response = api.request("PATCH", f"/api/v1/workspaces/{ws_id}", json=bad)
+    assert response.status_code == 422
+    assert "stall_timeout_s" in error_of(response)["field"]
+
+
 def test_project_crud(api: Api) -> None:
     ws_id = api.workspace()["id"]
     path = f"/api/v1/workspaces/{ws_id}/projects"

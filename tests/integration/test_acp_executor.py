@@ -251,9 +251,11 @@ async def test_a_deadline_cancels_the_session_then_kills_the_whole_group(
     assert outcome.reason is reason
     assert outcome.error_family is ErrorFamily.TIMEOUT
     assert "process group killed" in outcome.message
-    assert outcome.external_session_id is not None
+    # The agent never answered in the new session: nothing is kept to resume.
+    assert outcome.external_session_id is None
     (cancel,) = agent.entries("cancel")
-    assert cancel["session_id"] == outcome.external_session_id
+    (created,) = agent.entries("new")
+    assert cancel["session_id"] == created["session_id"]
     (child,) = agent.entries("child")
     assert sink.pid is not None
     assert wait_gone(sink.pid), "the agent's process group survived"

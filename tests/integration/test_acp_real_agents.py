@@ -1,28 +1,27 @@
 """Opt-in: our ACP client against the published ``@zed-industries/claude-code-acp`` agent.
 
-Run with ``pytest -m real_agents tests/integration/test_acp_real_agents.py``. It installs the
-package from npm into a temporary folder and drives it through the ``acp`` executor. No
-credentials exist on these machines, so only the handshake is asserted: ``initialize`` and
-``session/new`` complete (the prompt turn then fails or is cut short; its outcome is not
-checked). Deselected by default; skipped with a reason when npm or its registry is unreachable.
+Run with ``make test-real-agents``. It installs the pinned package from npm into the cache
+folder of ``tests/agents/real_clis.py`` and drives it through the ``acp`` executor. No
+credentials exist on these machines: ``initialize`` and ``session/new`` complete, then the
+prompt turn fails as ``auth``. Deselected by default; skipped with a reason when npm or its
+registry is unreachable.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agents.real_clis import PINS, bin_dir, install, registry_reachable
 from office_scheduler.domain.execution import Launch
 from office_scheduler.domain.models import ExecutorConfig
+from office_scheduler.domain.status import ErrorFamily, OutcomeStatus
 from office_scheduler.executors.acp import AcpExecutor
-
-PACKAGE = "@zed-industries/claude-code-acp"
 
 pytestmark = [pytest.mark.real_agents, pytest.mark.timeout(600)]
 
@@ -44,30 +43,24 @@ class Sink:
 
 
 @pytest.fixture
-def installed_agent(tmp_path: Path) -> Path:
-    """The installed agent's executable; skips when npm or its registry is unreachable.
+def installed_agent() -> Path:
+    """The pinned agent's executable (``tests/agents/real_clis.py``), installed once into the cache.
 
     The ``real_agents`` marker keeps this test out of the default run (``addopts`` has
-    ``-m 'not real_agents'``); ``pytest -m real_agents`` selects it.
+    ``-m 'not real_agents'``); ``pytest -m real_agents`` selects it. Skips when npm or its
+    registry is unreachable and the cache lacks the package.
     """
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("npx") is None or shutil.which("node") is None:
-        pytest.skip("npm/npx/node are not installed")
-    ping = subprocess.run([npm, "ping"], capture_output=True, text=True, timeout=60, check=False)
-    if ping.returncode != 0:
-        pytest.skip(f"the npm registry is unreachable: {ping.stderr.strip()[-200:]}")
-    prefix = tmp_path / "npm"
-    install = subprocess.run(
-        [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), PACKAGE],
-        capture_output=True,
-        text=True,
-        timeout=480,
-        check=False,
-    )
-    if install.returncode != 0:
-        pytest.skip(f"npm install {PACKAGE} failed: {install.stderr.strip()[-300:]}")
-    binary = prefix / "node_modules" / ".bin" / "claude-code-acp"
-    assert binary.exists(), f"{PACKAGE} installed no claude-code-acp executable"
+    pin = PINS["claude-code-acp"]
+    if not (bin_dir(pin) / pin.binary).exists():
+        reason = registry_reachable()
+        if reason is not None:
+            pytest.skip(reason)
+    try:
+        folder = install(["claude-code-acp"])["claude-code-acp"]
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    binary = folder / pin.binary
+    assert binary.exists(), f"{pin.spec} installed no {pin.binary} executable"
     return binary
 
 
@@ -107,4 +100,8 @@ async def test_claude_code_acp_completes_initialize_and_session_new(
     news = [data for kind, _, data in sink.events if kind == "acp_session_new"]
     assert news, f"no session/new: {outcome.message} / {sink.lines[-5:]}"
     assert news[0]["session_id"]
-    assert outcome.external_session_id == news[0]["session_id"]
+    # No credentials: the turn fails as auth, and since the agent never answered, the
+    # session is not kept for resuming.
+    assert outcome.status is OutcomeStatus.FAILED
+    assert outcome.error_family is ErrorFamily.AUTH, outcome.message
+    assert outcome.external_session_id is None

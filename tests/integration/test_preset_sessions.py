@@ -30,6 +30,13 @@ from office_scheduler.store.facade import Store
 from office_scheduler.testing import FakeClock
 
 HOLD = timedelta(seconds=10)
+NOT_LOGGED_IN = (
+    Path(__file__).resolve().parents[1]
+    / "fixtures"
+    / "agents"
+    / "claude"
+    / "real-2.1.332-not-logged-in.jsonl"
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -43,6 +50,11 @@ resume = next((a.split("=", 1)[1] for a in argv if a.startswith("--resume=")), N
 entry = {"resume": resume, "stdin": sys.stdin.read(), "cwd": os.getcwd()}
 with open(os.environ["FAKE_CLAUDE_JOURNAL"], "a") as journal:
     journal.write(json.dumps(entry) + "\\n")
+logged_out = os.environ.get("FAKE_CLAUDE_LOGGED_OUT", "")
+if logged_out and os.path.exists(logged_out):
+    # What Claude Code 2.1.332 really prints without a login (init names a session).
+    sys.stdout.write(open(os.environ["FAKE_CLAUDE_NOT_LOGGED_IN"]).read())
+    sys.exit(1)
 if resume and not (state / resume).exists():
     sys.stderr.write(f"No conversation found with session ID: {resume}\\n")
     sys.exit(1)
@@ -119,6 +131,8 @@ async def preset_office(
         "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
         "FAKE_CLAUDE_STATE": str(state),
         "FAKE_CLAUDE_JOURNAL": str(journal),
+        "FAKE_CLAUDE_LOGGED_OUT": str(tmp_path / "logged-out"),
+        "FAKE_CLAUDE_NOT_LOGGED_IN": str(NOT_LOGGED_IN),
     }
     clock = FakeClock(now)
     store = Store.from_database(database)
@@ -187,6 +201,31 @@ async def test_a_lost_session_falls_back_once_and_is_never_resumed_again(
     assert office.calls()[-1]["resume"] == newest.external_session_id
     assert len(office.calls()) == 4
     assert office.events(third.id, "session_fallback") == []
+
+
+async def test_a_session_the_model_never_answered_in_is_not_resumed(
+    preset_office: PresetOffice, tmp_path: Path
+) -> None:
+    office = preset_office
+    logged_out = tmp_path / "logged-out"
+    logged_out.touch()
+    task = await office.task()
+    (failed,) = office.runs()
+    assert failed.status is RunStatus.SCHEDULED_RETRY
+    assert "Not logged in" in (failed.error or "")
+    # The empty session's id is not stored, so nothing is resumable.
+    assert office.store.runlog.latest_resumable_session(task.id, office.worker.id) is None
+    logged_out.unlink()
+
+    office.clock.advance(timedelta(minutes=5))  # past the jittered backoff
+    await office.drain()
+
+    (retried,) = office.runs()
+    assert retried.status is RunStatus.FINISHED
+    assert retried.prompt_kind == "full"
+    first_call, retry_call = office.calls()
+    assert retry_call["resume"] is None
+    assert retry_call["stdin"] == first_call["stdin"]
 
 
 async def test_a_session_of_another_executor_is_not_resumed(preset_office: PresetOffice) -> None:

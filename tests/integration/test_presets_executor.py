@@ -43,9 +43,9 @@ def fake_cli(bindir: Path, name: str, fixture: Path, record: Path) -> None:
             mcp = None
             if "--mcp-config" in argv:
                 mcp = json.load(open(argv[argv.index("--mcp-config") + 1]))
-            settings = os.environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH")
-            if settings:
-                mcp = json.load(open(settings))
+            home = os.environ.get("GEMINI_CLI_HOME")
+            if home:
+                mcp = json.load(open(os.path.join(home, ".gemini", "settings.json")))
             record = {{"argv": argv, "stdin": sys.stdin.read(), "mcp": mcp}}
             open({str(record)!r}, "w").write(json.dumps(record))
             sys.stdout.write(open({str(fixture)!r}).read())
@@ -148,6 +148,7 @@ async def test_gemini_stream_prompt_in_argv_and_trusted_mcp(tmp_path: Path) -> N
     assert seen["argv"][-2:] == ["--prompt", "Fix the checkout test."]
     assert seen["stdin"] == ""
     assert seen["mcp"]["mcpServers"]["office"]["trust"] is True
+    assert "--skip-trust" in seen["argv"]
 
 
 async def test_unknown_preset_is_a_config_failure(tmp_path: Path) -> None:

@@ -5,6 +5,10 @@ CLI's documented format (``.jsonl``: one JSON object per line; ``.json``: Gemini
 ``--output-format json`` object). ``expected.json`` next to them states what the session
 means: success or failure, message, error family, session id, usage and, for rate limits,
 the reset the retry planner reads from the message at :data:`NOW`.
+
+Files named ``real-<version>-<case>`` are captures of the published CLIs (replayed through the
+executor by ``test_real_captures.py``); a capture of a CLI retrying the network folds to no
+error, since its retry notices are not failures: the stall rule ends such a session.
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ def test_codex_new_and_resumed(tmp_path: Path) -> None:
     assert fresh.stdin == resumed.stdin == b"Fix it."
 
 
-def test_gemini_prompt_as_argument_and_mcp_settings(tmp_path: Path) -> None:
+def test_gemini_prompt_as_argument_trusted_and_mcp_settings(tmp_path: Path) -> None:
     fresh = build_invocation(launch("gemini"), tmp_path)
     resumed = build_invocation(
         launch("gemini", resume="c0ffee00-1234-4cde-8f00-5a5a5a5a5a50"), tmp_path
@@ -130,23 +130,59 @@ def test_gemini_prompt_as_argument_and_mcp_settings(tmp_path: Path) -> None:
 
     assert fresh is not None
     assert resumed is not None
-    assert fresh.argv == ("gemini", "--output-format", "stream-json", "--prompt", "Fix it.")
+    head = ("gemini", "--skip-trust", "--output-format", "stream-json")
+    assert fresh.argv == (*head, "--prompt", "Fix it.")
     assert resumed.argv == (
-        "gemini",
-        "--output-format",
-        "stream-json",
+        *head,
         "--resume=c0ffee00-1234-4cde-8f00-5a5a5a5a5a50",
         "--prompt",
         "Fix it.",
     )
     assert fresh.stdin == b""
-    settings_file = fresh.env["GEMINI_CLI_SYSTEM_DEFAULTS_PATH"]
-    settings = json.loads(Path(settings_file).read_text())
+    assert fresh.env["GEMINI_CLI_TRUST_WORKSPACE"] == "true"
+    home = Path(fresh.env["GEMINI_CLI_HOME"])
+    assert home == tmp_path / "gemini-home"
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    settings_file = home / ".gemini" / "settings.json"
+    assert stat.S_IMODE(settings_file.stat().st_mode) == 0o600
+    settings = json.loads(settings_file.read_text())
     assert settings == {
         "mcpServers": {
             "office": {"command": sys.executable, "args": server_args(tmp_path), "trust": True}
         }
     }
+
+
+def test_gemini_home_keeps_the_users_settings_login_and_sessions(tmp_path: Path) -> None:
+    user = tmp_path / "user"
+    (user / ".gemini").mkdir(parents=True)
+    (user / ".gemini" / "settings.json").write_text(
+        '// my settings\n{"security": {"auth": {"selectedType": "oauth-personal"}},'
+        ' "mcpServers": {"mine": {"command": "x"}}}'
+    )
+    (user / ".gemini" / "oauth_creds.json").write_text("{}")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    base = launch("gemini")
+    with_home = replace(base, env={**base.env, "HOME": str(user)})
+
+    invocation = build_invocation(with_home, run_dir)
+
+    assert invocation is not None
+    gemini_dir = Path(invocation.env["GEMINI_CLI_HOME"]) / ".gemini"
+    settings = json.loads((gemini_dir / "settings.json").read_text())
+    assert settings["security"] == {"auth": {"selectedType": "oauth-personal"}}
+    assert sorted(settings["mcpServers"]) == ["mine", "office"]
+    assert (gemini_dir / "oauth_creds.json").resolve() == user / ".gemini" / "oauth_creds.json"
+    # Sessions are written through to the real home, so --resume finds them next run.
+    assert (gemini_dir / "tmp").resolve() == user / ".gemini" / "tmp"
+    assert (user / ".gemini" / "tmp").is_dir()
+    assert (
+        "office"
+        not in json.loads((user / ".gemini" / "settings.json").read_text().split("\n", 1)[1])[
+            "mcpServers"
+        ]
+    )
 
 
 def test_gemini_long_prompt_goes_on_stdin(tmp_path: Path) -> None:
@@ -200,12 +236,29 @@ def test_config_files_accept_a_preset_without_argv(tmp_path: Path) -> None:
     assert config.preset == "codex"
     assert config.preset_args == ("--model", "o4-mini")
     assert config.argv == ()
+    assert config.stall_timeout_s == 300.0
     assert executor_from_json(executor_to_json(config)) == config
+
+
+def test_config_files_and_stored_executors_keep_stall_timeout(tmp_path: Path) -> None:
+    root = write_office(tmp_path / "o", "{preset: codex, stall_timeout_s: 45}")
+
+    config = load_config(root).settings.executors["cli"]
+
+    assert config.stall_timeout_s == 45.0
+    assert executor_from_json(executor_to_json(config)) == config
+    stored = executor_to_json(config)
+    del stored["stall_timeout_s"]  # written before the key existed
+    assert executor_from_json(stored).stall_timeout_s == 300.0
 
 
 @pytest.mark.parametrize(
     ("executor", "field"),
-    [("{preset: copilot}", "executors.cli.preset"), ("{kind: command}", "executors.cli.argv")],
+    [
+        ("{preset: copilot}", "executors.cli.preset"),
+        ("{kind: command}", "executors.cli.argv"),
+        ("{preset: codex, stall_timeout_s: 0}", "executors.cli.stall_timeout_s"),
+    ],
 )
 def test_config_files_reject_unknown_presets_and_empty_commands(
     tmp_path: Path, executor: str, field: str

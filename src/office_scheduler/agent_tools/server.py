@@ -15,6 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from office_scheduler import __version__
 from office_scheduler.agent_tools.actions import ActionError, OfficeActions
 
 #: The tools, in the order they are listed.
@@ -61,9 +62,12 @@ def build_server(actions: OfficeActions) -> MCPServer:
         actions: the run's actions (API client with its token, and its identity).
 
     Returns:
-        The server; serve it with ``run_stdio_async()``.
+        The server (named ``office``, reporting the package version in its
+        ``serverInfo``); serve it with ``run_stdio_async()``.
     """
-    server = MCPServer(name="office", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = MCPServer(
+        name="office", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
 
     @server.tool(annotations=_READ_ONLY)
     def read_task(task_id: TaskArg = None) -> dict[str, Any]:

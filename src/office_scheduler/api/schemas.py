@@ -91,6 +91,7 @@ class ExecutorIn(InputModel):
     cwd: PathText | None = None
     timeout_s: float = Field(default=3600.0, gt=0, le=MAX_SESSION_S)
     inactivity_timeout_s: float = Field(default=600.0, gt=0, le=MAX_SESSION_S)
+    stall_timeout_s: float = Field(default=300.0, gt=0, le=MAX_SESSION_S)
     pass_env: Annotated[list[EnvName], Field(max_length=MAX_ITEMS)] | None = None
     preset: Literal["claude", "codex", "gemini"] | None = None
     preset_args: Annotated[list[Arg], Field(max_length=MAX_ITEMS)] = Field(default_factory=list)
@@ -113,6 +114,7 @@ class ExecutorIn(InputModel):
             cwd=self.cwd,
             timeout_s=self.timeout_s,
             inactivity_timeout_s=self.inactivity_timeout_s,
+            stall_timeout_s=self.stall_timeout_s,
             preset=self.preset,
             preset_args=tuple(self.preset_args),
         )

@@ -87,6 +87,7 @@ class ExecutorOut(View):
     cwd: str | None
     timeout_s: float
     inactivity_timeout_s: float
+    stall_timeout_s: float = 300.0
     pass_env: list[str]
     preset: str | None = None
     preset_args: list[str] = []
@@ -102,6 +103,7 @@ class ExecutorOut(View):
             cwd=config.cwd,
             timeout_s=config.timeout_s,
             inactivity_timeout_s=config.inactivity_timeout_s,
+            stall_timeout_s=config.stall_timeout_s,
             pass_env=list(config.pass_env),
             preset=config.preset,
             preset_args=list(config.preset_args),

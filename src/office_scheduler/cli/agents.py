@@ -1,4 +1,4 @@
-"""``office agent …``: list, show and change agents; pause, resume and stop them.
+"""``office agent …``: list, show and change agents; pause, resume and stop them; preview a run.
 
 ``AGENT`` is an agent id, or a name within ``--workspace`` (default: OFFICE_WORKSPACE_ID,
 or the only workspace). Changing settings needs an admin token; bad values exit 2.
@@ -213,3 +213,13 @@ def _status_command(action: str, summary: str) -> click.Command:
 _status_command("pause", "Pause AGENT: its queued runs wait, a claimed run ends unlaunched.")
 _status_command("resume", "Resume AGENT (refused while it is over a budget that paused it).")
 _status_command("stop", "Stop AGENT: its queued runs and scheduled retries are cancelled.")
+
+
+def _register_preview() -> None:
+    # Its own module: it reads the database directly, unlike the API commands here.
+    from office_scheduler.cli.preview import agent_preview
+
+    agent_group.add_command(agent_preview)
+
+
+_register_preview()

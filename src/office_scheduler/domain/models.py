@@ -44,6 +44,9 @@ class ExecutorConfig:
         cwd: working directory; relative paths are taken from the project's directory.
         timeout_s: wall-clock limit of one session, seconds.
         inactivity_timeout_s: limit on silence (no output) of one session, seconds.
+        stall_timeout_s: limit on a session whose output is only the agent CLI's own
+            retry/reconnect lines (``executors/stall.py``), seconds; it then ends as
+            ``transient``.
         pass_env: names of variables copied from the scheduler's own environment.
         preset: a known agent CLI (``claude``, ``codex``, ``gemini``) whose command line,
             resume argument and MCP wiring the ``command`` executor builds when ``argv`` is
@@ -58,6 +61,7 @@ class ExecutorConfig:
     cwd: str | None = None
     timeout_s: float = 3600.0
     inactivity_timeout_s: float = 600.0
+    stall_timeout_s: float = 300.0
     pass_env: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "USER")
     preset: str | None = None
     preset_args: tuple[str, ...] = ()

@@ -9,6 +9,13 @@ know the session (:func:`~office_scheduler.executors.presets.is_lost_session`) i
 once within the same run as a new session with the full prompt, after a
 ``session_fallback`` run event; the new session's id then becomes the (task, agent)'s
 newest, so the lost one is never resumed again.
+
+A session that prints nothing but the CLI's own retry notices for ``stall_timeout_s``
+(:mod:`~office_scheduler.executors.stall`) is ended as ``transient`` with the last notice
+as its message. Failure messages are cleaned (:mod:`~office_scheduler.executors.messages`)
+while the full stderr stays in the run log. A failed session in which the model never
+answered reports no session id, so the retry starts a new session with the full prompt
+instead of resuming an empty one.
 """
 
 from __future__ import annotations
@@ -28,11 +35,13 @@ from office_scheduler.domain.models import JSON
 from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunReason
 from office_scheduler.executors import session_ids
 from office_scheduler.executors.base import EventSink, ExecutionSink, config_failure
+from office_scheduler.executors.messages import clean_message
 from office_scheduler.executors.parsers import ResultAccumulator, classify_failure
 from office_scheduler.executors.presets import PresetError, build_invocation, is_lost_session
 from office_scheduler.executors.process import LineSplitter as _LineSplitter
 from office_scheduler.executors.process import describe_exit as _describe_exit
 from office_scheduler.executors.process import signal_group
+from office_scheduler.executors.stall import StallWatch
 
 #: Longest line handed to the sink, in bytes; longer lines are cut with a marker.
 LINE_LIMIT = 64 * 1024
@@ -127,7 +136,7 @@ class CommandExecutor:
             )
         except OSError as exc:
             return config_failure(f"cannot start command {argv[0]!r}: {exc}"), ""
-        session = _Session(proc, sink, launch, self._kill_grace_s)
+        session = _Session(proc, sink, launch, self._kill_grace_s, tmpdir)
         outcome = await session.run(stdin)
         return outcome, session.stderr_text()
 
@@ -176,13 +185,17 @@ class _Session:
         sink: ExecutionSink,
         launch: Launch,
         kill_grace_s: float,
+        tmpdir: str = "",
     ) -> None:
         self._proc = proc
+        self._tmpdir = tmpdir
         self._sink = sink
         self._config = launch.config
         self._grace = kill_grace_s
         self._loop = asyncio.get_running_loop()
         self._last_activity = self._loop.time()
+        self._stall = StallWatch(launch.config.stall_timeout_s, self._last_activity)
+        self._stalled: str | None = None
         self._stderr_tail = b""
         self._result: JSON | None = None
         self._results = ResultAccumulator()
@@ -230,7 +243,13 @@ class _Session:
                 return RunReason.TIMEOUT
             if now >= idle_deadline:
                 return RunReason.INACTIVITY_TIMEOUT
-            await self._wait_tasks(min(wall_deadline, idle_deadline, now + _EXIT_POLL_S) - now)
+            if self._stall.stalled(now):
+                self._stalled = self._stall.last_notice
+                return RunReason.AGENT_FAILED
+            stall = self._stall.deadline() or wall_deadline
+            await self._wait_tasks(
+                min(wall_deadline, idle_deadline, stall, now + _EXIT_POLL_S) - now
+            )
         return None
 
     async def _wait_tasks(self, seconds: float) -> None:
@@ -312,6 +331,7 @@ class _Session:
     async def _emit(self, name: str, line: bytearray, dropped: int) -> None:
         shown = line[:LINE_LIMIT]
         text = shown.decode("utf-8", "replace")
+        self._stall.line(name, text, self._loop.time())
         cut = dropped + len(line) - len(shown)
         if cut:
             text += f" …[truncated {cut} bytes]"
@@ -336,10 +356,17 @@ class _Session:
             reason=RunReason.AGENT_FAILED,
             error_family=ErrorFamily.CRASH,
             result=self._result,
-            external_session_id=self._results.session_id,
+            # A session the model never answered in has nothing to resume.
+            external_session_id=self._results.session_id if self._results.model_turn else None,
             usage=self._results.usage,
             exit_code=code,
         )
+        if self._stalled is not None:
+            return replace(
+                failed,
+                error_family=ErrorFamily.TRANSIENT,
+                message=self._clean(self._stalled),
+            )
         if reason is not None:
             limit = (
                 f"ran longer than {self._config.timeout_s:g} s"
@@ -354,23 +381,27 @@ class _Session:
             )
         if parsed is not None and parsed.is_error:
             # A clean exit does not make a reported error a success.
-            message = parsed.message or self.stderr_text() or _describe_exit(code)
+            message = self._clean(parsed.message or self.stderr_text()) or _describe_exit(code)
             return replace(
                 failed,
                 error_family=parsed.error_family or classify_failure(message),
                 message=message,
             )
         if code != 0:
-            message = self.stderr_text() or _describe_exit(code)
+            message = self._clean(self.stderr_text()) or _describe_exit(code)
             return replace(failed, error_family=classify_failure(message), message=message)
         summary = (parsed.message if parsed else "") or self._results.summary
         return replace(
             failed,
+            external_session_id=self._results.session_id,
             status=OutcomeStatus.SUCCEEDED,
             reason=RunReason.COMPLETED,
             error_family=None,
             message=summary,
         )
+
+    def _clean(self, text: str) -> str:
+        return clean_message(text, temp_dirs=(self._tmpdir,) if self._tmpdir else ())
 
     def stderr_text(self) -> str:
         """The kept tail of the session's stderr, decoded and stripped."""

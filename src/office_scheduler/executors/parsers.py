@@ -38,6 +38,7 @@ from typing import Any
 
 from office_scheduler.domain.execution import Usage
 from office_scheduler.domain.status import ErrorFamily
+from office_scheduler.executors.stall import is_model_turn, is_retry_notice
 from office_scheduler.retry import classify_error
 
 #: Longest message kept from a result; the full object stays in ``Outcome.result``.
@@ -52,10 +53,12 @@ _ERROR_STATUSES = frozenset({"error", "failed", "failure"})
 _AGENT_ITEMS = frozenset({"agent_message", "assistant_message"})
 
 #: Command-line usage errors of the CLIs' argument parsers (clap: Codex; commander: Claude
-#: Code; yargs: Gemini) that the retry table does not name: a configuration problem.
+#: Code; yargs: Gemini) and Gemini's refusal of an untrusted folder (exit 55) that the retry
+#: table does not name: a configuration problem.
 _CLI_USAGE = re.compile(
     r"unexpected argument|unknown (?:option|argument|command)|invalid value .{0,80}? for"
-    r"|not a valid model|\bmodel\b.{0,80}?(?:does not exist|is not supported|not found)",
+    r"|not a valid model|\bmodel\b.{0,80}?(?:does not exist|is not supported|not found)"
+    r"|not running in a trusted directory",
     re.IGNORECASE,
 )
 #: Turn limits the retry table does not name (Gemini ``FatalTurnLimitedError``, exit 53).
@@ -123,6 +126,10 @@ def parse_result_line(obj: Mapping[str, Any]) -> ParsedResult:
     Returns:
         The parsed view; never raises for unexpected shapes.
     """
+    if is_retry_notice(obj):
+        # The CLI retrying by itself (Claude ``api_retry``, Codex ``Reconnecting…``): not a
+        # failure of the session, even though the line carries an ``error`` field.
+        return ParsedResult(session_id=_session_id(obj))
     refused = _is_refusal(obj)
     is_error = refused or _is_error(obj)
     message = _error_text(obj) if is_error else _summary_text(obj)
@@ -149,6 +156,8 @@ class ResultAccumulator:
     Gemini streams the answer in assistant ``message`` chunks and reports only stats in
     ``result``. The latest session id and the latest non-zero usage win (the final lines
     report totals); the model named by an ``init`` line fills in a usage that names none.
+    Retry notices (:func:`~office_scheduler.executors.stall.is_retry_notice`) never become
+    the verdict. :attr:`model_turn` tells whether the model answered at all.
     """
 
     def __init__(self) -> None:
@@ -159,6 +168,8 @@ class ResultAccumulator:
         self.last: ParsedResult | None = None
         self.refusal: ParsedResult | None = None
         self._streamed = ""
+        #: True once a line shows the model answering (a turn the session can resume).
+        self.model_turn = False
 
     @property
     def usage(self) -> Usage:
@@ -179,6 +190,9 @@ class ResultAccumulator:
         parsed = parse_result_line(obj)
         if parsed.session_id:
             self.session_id = parsed.session_id
+        if is_retry_notice(obj):
+            return parsed
+        self.model_turn = self.model_turn or is_model_turn(obj)
         if parsed.usage != Usage():
             self._usage = parsed.usage
         model = _str(obj.get("model"))

@@ -19,12 +19,19 @@ are used:
   https://geminicli.com/docs/cli/session-management,
   https://geminicli.com/docs/cli/configuration,
   https://github.com/google-gemini/gemini-cli/blob/main/docs/tools/mcp-server.md):
-  ``gemini --output-format stream-json [--resume=<session id>] --prompt <prompt>``, stdin
-  empty; a prompt over :data:`ARGV_PROMPT_LIMIT` bytes goes on stdin (which Gemini reads as
-  context) with a short ``--prompt`` pointing at it. The MCP server is declared in a
-  system-defaults settings file named by ``GEMINI_CLI_SYSTEM_DEFAULTS_PATH`` (lowest
-  precedence; ``mcpServers`` objects are merged with the user's), with ``trust: true`` so
-  its tools need no confirmation.
+  ``gemini --skip-trust --output-format stream-json [--resume=<session id>] --prompt
+  <prompt>``, stdin empty; a prompt over :data:`ARGV_PROMPT_LIMIT` bytes goes on stdin
+  (which Gemini reads as context) with a short ``--prompt`` pointing at it. Headless Gemini
+  refuses an untrusted folder (exit 55), hence ``--skip-trust`` and
+  ``GEMINI_CLI_TRUST_WORKSPACE=true`` (the latter also for its subcommands). The MCP server
+  is declared in the *user* settings of a per-run Gemini home: Gemini ignores system
+  settings files (``GEMINI_CLI_SYSTEM_DEFAULTS_PATH``) unless the file and every parent
+  folder are root-owned and not group/other writable, which a service's temp folder never
+  is, while user settings have no such check. ``GEMINI_CLI_HOME`` names a folder in the
+  run's temp dir whose ``.gemini/settings.json`` is the user's own settings (read from
+  ``$HOME/.gemini/settings.json``) plus our ``mcpServers.office`` with ``trust: true``;
+  every other entry of ``$HOME/.gemini`` (login, sessions under ``tmp``, history) is a
+  symlink to the real one, so logins and ``--resume`` keep working.
 
 The MCP server runs as ``<python> -m office_scheduler --api-url <url> mcp --token-file <file>
 --workspace ... --agent ... [--task ...] --run ...``: the run-scoped token is written to a
@@ -58,7 +65,10 @@ GEMINI_STDIN_PROMPT: Final = (
 )
 TOKEN_FILE: Final = "office-token"  # noqa: S105 - a file name, not a secret
 CLAUDE_MCP_FILE: Final = "claude-mcp.json"
-GEMINI_SETTINGS_FILE: Final = "gemini-system-defaults.json"
+#: The per-run Gemini home (``GEMINI_CLI_HOME``), inside the run's temp dir.
+GEMINI_HOME_DIR: Final = "gemini-home"
+#: Entries of ``$HOME/.gemini`` created when missing so sessions outlive the run's home.
+GEMINI_SHARED_DIRS: Final = ("tmp", "history")
 
 
 #: What each CLI prints when the session named by its resume argument does not exist (or no
@@ -204,15 +214,64 @@ def _codex(launch: Launch, tmpdir: Path) -> Invocation:
     return Invocation(argv=tuple(argv), env={}, stdin=launch.prompt.encode("utf-8", "replace"))
 
 
+def _user_settings(path: Path) -> dict[str, object]:
+    """The user's Gemini settings (JSON with ``//`` comment lines), ``{}`` when unreadable."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        data = json.loads("\n".join(ln for ln in lines if not ln.lstrip().startswith("//")))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def gemini_home(launch: Launch, tmpdir: Path, server: tuple[str, ...]) -> Path:
+    """Build the run's Gemini home (``GEMINI_CLI_HOME``); see the module docstring.
+
+    Args:
+        launch: the session; ``HOME`` in its env is the user's real home, if any.
+        tmpdir: the run's private temp dir.
+        server: the ``office mcp`` command line.
+
+    Returns:
+        The folder to pass as ``GEMINI_CLI_HOME`` (mode 0700; ``settings.json`` 0600).
+    """
+    overlay = tmpdir / GEMINI_HOME_DIR
+    gemini_dir = overlay / ".gemini"
+    gemini_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    overlay.chmod(0o700)
+    settings: dict[str, object] = {}
+    home = launch.env.get("HOME")
+    real = Path(home) / ".gemini" if home else None
+    if real is not None and real.parent.is_dir():
+        try:
+            for name in GEMINI_SHARED_DIRS:
+                (real / name).mkdir(mode=0o700, parents=True, exist_ok=True)
+            for entry in real.iterdir():
+                link = gemini_dir / entry.name
+                if entry.name != "settings.json" and not link.exists():
+                    link.symlink_to(entry)
+        except OSError:
+            pass  # an unwritable home: the run's sessions then stay in the overlay
+        settings = _user_settings(real / "settings.json")
+    servers = settings.get("mcpServers")
+    servers = dict(servers) if isinstance(servers, dict) else {}
+    servers[MCP_SERVER_NAME] = {"command": server[0], "args": list(server[1:]), "trust": True}
+    settings["mcpServers"] = servers
+    path = gemini_dir / "settings.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(settings, handle, indent=2)
+    return overlay
+
+
 def _gemini(launch: Launch, tmpdir: Path) -> Invocation:
     server = mcp_server_command(launch, tmpdir)
-    settings = {
-        "mcpServers": {
-            MCP_SERVER_NAME: {"command": server[0], "args": list(server[1:]), "trust": True}
-        }
+    env = {
+        "GEMINI_CLI_HOME": str(gemini_home(launch, tmpdir, server)),
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
     }
-    env = {"GEMINI_CLI_SYSTEM_DEFAULTS_PATH": _write_json(tmpdir / GEMINI_SETTINGS_FILE, settings)}
-    argv = ["gemini", "--output-format", "stream-json", *launch.config.preset_args]
+    argv = ["gemini", "--skip-trust", "--output-format", "stream-json"]
+    argv += launch.config.preset_args
     if launch.resume_session_id:
         argv += resume_args("gemini", launch.resume_session_id)
     prompt = launch.prompt.encode("utf-8", "replace")

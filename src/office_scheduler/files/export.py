@@ -59,6 +59,7 @@ def _executor_data(config: ExecutorConfig) -> dict[str, Any]:
         "cwd": config.cwd,
         "timeout_s": _number(config.timeout_s),
         "inactivity_timeout_s": _number(config.inactivity_timeout_s),
+        "stall_timeout_s": _number(config.stall_timeout_s),
         "pass_env": list(config.pass_env),
         **({"preset": config.preset} if config.preset else {}),
         **({"preset_args": list(config.preset_args)} if config.preset_args else {}),

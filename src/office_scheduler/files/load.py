@@ -82,6 +82,7 @@ def _executor(
         cwd=spec.optional_text("cwd"),
         timeout_s=spec.number("timeout_s", 3600.0, minimum=1),
         inactivity_timeout_s=spec.number("inactivity_timeout_s", 600.0, minimum=1),
+        stall_timeout_s=spec.number("stall_timeout_s", 300.0, minimum=1),
         pass_env=spec.strings("pass_env", _DEFAULT_PASS_ENV),
         preset=spec.optional_text("preset"),
         preset_args=spec.strings("preset_args"),

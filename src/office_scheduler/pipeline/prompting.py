@@ -31,6 +31,7 @@ from office_scheduler.prompts import (
     PromptInput,
     PromptKind,
     TaskSnapshot,
+    act_route,
     build_delta_prompt,
     build_prompt,
     choose_prompt_kind,
@@ -166,7 +167,7 @@ def _since(data: _Material) -> datetime:
     return data.prior.created_at
 
 
-def _full(ctx: RunContext, data: _Material) -> str:
+def _full(ctx: RunContext, data: _Material, executor: ExecutorConfig | None) -> str:
     assert ctx.agent is not None
     assert ctx.workspace is not None
     return build_prompt(
@@ -182,6 +183,7 @@ def _full(ctx: RunContext, data: _Material) -> str:
             run_id=data.run.id,
             agent_names=data.names,
             summary=data.summary,
+            act_via=act_route(executor),
         )
     )
 
@@ -229,7 +231,7 @@ async def build_run_prompt(
     ctx.run = data.run
     if ctx.task is not None:
         ctx.extras[PRIOR_SESSION] = data.prior  # the session the prompt kind was chosen for
-    full = _full(ctx, data)
+    full = _full(ctx, data, executor)
     prompt = _delta(ctx, data) if kind is PromptKind.DELTA else full
     ctx.extras["full_prompt"] = full if kind is PromptKind.DELTA else None
     ctx.extras["prompt_kind"] = kind.value

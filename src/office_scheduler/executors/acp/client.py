@@ -157,6 +157,8 @@ class OfficeClient:
         self.replaying = False
         self.message = ""
         self.replayed = 0
+        #: True once the agent answered in this turn (text, thought, tool call or plan).
+        self.answered = False
         self.cost: dict[str, Any] | None = None
 
     def on_connect(self, conn: Any) -> None:
@@ -193,6 +195,15 @@ class OfficeClient:
         self._touch()
         replay = self.replaying
         kind = str(getattr(update, "session_update", "unknown"))
+        answers = (
+            schema.AgentMessageChunk
+            | schema.AgentThoughtChunk
+            | schema.ToolCallStart
+            | schema.ToolCallProgress
+            | schema.AgentPlanUpdate
+        )
+        if not replay and isinstance(update, answers):
+            self.answered = True
         chunks = schema.UserMessageChunk | schema.AgentMessageChunk | schema.AgentThoughtChunk
         if isinstance(update, chunks):
             self._chunk(replay, kind, update.content)

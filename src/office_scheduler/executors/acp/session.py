@@ -21,6 +21,7 @@ from office_scheduler.executors.acp.tools import office_mcp
 from office_scheduler.executors.acp.transport import LINE_LIMIT as STDOUT_LIMIT
 from office_scheduler.executors.acp.transport import BoundedTransport
 from office_scheduler.executors.base import ExecutionSink, config_failure
+from office_scheduler.executors.messages import clean_message, strip_ansi
 from office_scheduler.executors.parsers import clamp_tokens
 from office_scheduler.executors.process import LineSplitter, describe_exit, signal_group
 from office_scheduler.retry import classify_error, is_rate_limited
@@ -325,11 +326,20 @@ class _Driver:
         if work.done() and not work.cancelled() and work.exception() is None:
             response = work.result()
         if response is None and deadline is not None:
-            return self._timeout(base, deadline)
-        if response is None:
+            outcome = self._timeout(base, deadline)
+        elif response is None:
             error = work.exception() if work.done() and not work.cancelled() else None
-            return self._failure(base, error)
-        return self._stopped(base, response, deadline)
+            outcome = self._failure(base, error)
+        else:
+            outcome = self._stopped(base, response, deadline)
+        if (
+            outcome.status is OutcomeStatus.FAILED
+            and not self._resumed
+            and not self._client.answered
+        ):
+            # A new session the agent never answered in has nothing to resume.
+            outcome = replace(outcome, external_session_id=None)
+        return outcome
 
     def _timeout(self, base: Outcome, deadline: RunReason) -> Outcome:
         limit = (
@@ -346,7 +356,8 @@ class _Driver:
         )
 
     def _failure(self, base: Outcome, error: BaseException | None) -> Outcome:
-        stderr = self._stderr_tail.decode("utf-8", "replace").strip()
+        # Cleaned like the command executor's messages; the full stderr is in the run log.
+        stderr = clean_message(self._stderr_tail.decode("utf-8", "replace").strip())
         if self._transport is not None and self._transport.overflow is not None:
             return replace(
                 base,
@@ -363,7 +374,7 @@ class _Driver:
                 family = ErrorFamily.AUTH
             else:
                 family = ErrorFamily.CRASH
-            return replace(base, error_family=family, message=f"agent error: {text}")
+            return replace(base, error_family=family, message=f"agent error: {strip_ansi(text)}")
         code = self._proc.returncode
         what = describe_exit(code) if code is not None else _error_text(error)
         message = f"ACP agent failed ({what})" + (f": {stderr}" if stderr else "")
