@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from office_scheduler.domain.models import RunWakes
 from office_scheduler.domain.status import TaskState, WakeSource
 from office_scheduler.domain.summaries import ContinuationSummary
 from office_scheduler.prompts import PromptInput, build_prompt, summary_slice
@@ -19,7 +20,7 @@ def _prompt(*entries: object, **fields: object) -> str:
     values: dict[str, object] = {
         "workspace": workspace(),
         "agent": agent(),
-        "context": entries,
+        "wakes": RunWakes.of(42, entries),  # type: ignore[arg-type]
         "task": task(),
         "project": project(),
         "run_id": 42,

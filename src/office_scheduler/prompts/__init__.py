@@ -1,6 +1,7 @@
 """Prompt assembly (pure functions): the full wake prompt and the resume delta.
 
-:func:`build_prompt` names why the agent was woken (every merged wake with its payload),
+:func:`build_prompt` names why the agent was woken (the merged wakes with their payloads,
+bounded: the newest and every decision-carrying one in full, the rest summarised),
 the task, project and workspace, the agent's instructions and, for taskless runs, a slice
 of the continuation summary. :func:`build_delta_prompt` is what a resumed session gets:
 only what is new. :func:`choose_prompt_kind` decides between them. See ``docs/prompts.md``.
