@@ -22,7 +22,7 @@ from pathlib import Path
 from bench.common import Results, pg_available, progress
 from office_scheduler.cli.logs import configure_logging
 
-BENCHES = ("throughput", "claim", "postgres", "cron", "recovery", "latency", "memory")
+BENCHES = ("throughput", "claim", "postgres", "cron", "recovery", "latency", "memory", "hot")
 RESULTS_PATH = Path(__file__).resolve().parent / "results.json"
 
 
@@ -62,6 +62,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--memory-runs", type=int, help="runs in the memory benchmark (1000000)")
     parser.add_argument("--scaleout-seconds", type=float, help="seconds per scale-out round (8)")
     parser.add_argument("--jobs", type=int, help="procrastinate jobs deferred and drained (5000)")
+    parser.add_argument(
+        "--hot-wakes", type=int, help="wakes merged into the hot agent's one run (5000)"
+    )
+    parser.add_argument(
+        "--hot-slice", type=int, help="merges timed at each size of the hot run (200)"
+    )
     parser.add_argument("--no-postgres", action="store_true", help="skip every PostgreSQL part")
     parser.add_argument(
         "--profile",
@@ -82,6 +88,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "memory_runs": 5_000 if smoke else 1_000_000,
         "scaleout_seconds": 1.0 if smoke else 8.0,
         "jobs": 100 if smoke else 5_000,
+        "hot_wakes": 500 if smoke else 5_000,
+        "hot_slice": 50 if smoke else 200,
     }
     for name, value in defaults.items():
         if getattr(args, name) is None:
@@ -95,6 +103,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "triggers",
         "memory_runs",
         "jobs",
+        "hot_wakes",
+        "hot_slice",
     ):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')} must be positive")
@@ -102,7 +112,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _benches(args: argparse.Namespace, postgres: bool) -> dict[str, Callable[[Results], None]]:
-    from bench import claim, cron_bench, latency, memory, postgres_bench, recovery, throughput
+    from bench import (
+        claim,
+        cron_bench,
+        hot_agent,
+        latency,
+        memory,
+        postgres_bench,
+        recovery,
+        throughput,
+    )
 
     agents = 50 if args.smoke else 200
     out: dict[str, Callable[[Results], None]] = {
@@ -121,6 +140,7 @@ def _benches(args: argparse.Namespace, postgres: bool) -> dict[str, Callable[[Re
         "recovery": lambda r: recovery.run(r, tasks=args.tasks, postgres=postgres),
         "latency": lambda r: latency.run(r, samples=10 if args.smoke else 100, smoke=args.smoke),
         "memory": lambda r: memory.run(r, runs=args.memory_runs, smoke=args.smoke),
+        "hot": lambda r: hot_agent.run(r, wakes=args.hot_wakes, size=args.hot_slice),
     }
     if postgres:
         out["postgres"] = lambda r: postgres_bench.run(
