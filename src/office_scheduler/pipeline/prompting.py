@@ -67,15 +67,19 @@ class _Material:
 
 def _gather(
     store: Store,
-    run_id: int,
+    seen: Run,
+    known: RunWakes | None,
     newest: int,
     task: Task | None,
     config: ExecutorConfig | None,
     cwd: str | None,
 ) -> tuple[_Material, PromptKind]:
+    """Read the run and its material again; its wakes only when some merged since ``seen``."""
     with store.db.snapshot():  # one read connection (and on SQLite one snapshot) for all
-        run = store.queue.get_run(run_id)
-        wakes = store.queue.run_wakes(run_id, newest=newest)
+        run = store.queue.get_run(seen.id)
+        wakes = known
+        if wakes is None or run.context_version != seen.context_version:
+            wakes = store.queue.run_wakes(run.id, newest=newest)
         return _read_material(store, run, wakes, task, config, cwd)
 
 
@@ -112,7 +116,7 @@ async def _material(
     assert ctx.workspace is not None
     newest = ctx.workspace.settings.prompt_max_wakes
     return await asyncio.to_thread(
-        _gather, ctx.deps.store, ctx.run.id, newest, ctx.task, executor, cwd
+        _gather, ctx.deps.store, ctx.run, ctx.wakes, newest, ctx.task, executor, cwd
     )
 
 
