@@ -201,7 +201,7 @@ async def test_the_wake_budget_follows_the_workspace_settings(office: Office) ->
     assert "user wake 00038" in section
     assert "user wake 00037" not in section
     assert "- user: 37 more not shown (39 in all" in section
-    assert f"`office wakeups list --run {run_id} --limit 39`" in section
+    assert f"read them all with `office wakeups list --run {run_id}`." in section
 
 
 async def test_a_merge_after_load_moves_to_the_next_run_with_only_the_later_wakes(

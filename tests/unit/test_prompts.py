@@ -337,7 +337,7 @@ def test_the_wake_section_keeps_decisions_and_the_newest_and_summarises_the_rest
     assert "ping 059" in section
     assert "ping 058" not in section
     assert "- user: 56 more not shown (58 in all, first at 2026-11-29T12:01:00+00:00" in section
-    assert "`office wakeups list --run 42 --limit 58`" in section
+    assert "; read them all with `office wakeups list --run 42`." in section
     assert "- agent_error" not in section
 
 

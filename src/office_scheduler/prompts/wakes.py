@@ -274,7 +274,7 @@ def _summary_lines(wakes: RunWakes, shown: Sequence[ContextEntry], run_id: int) 
         lines.append(
             f"- {tally.source.value}: {rest:,} more not shown ({tally.count:,} in all, first "
             f"at {tally.first_at.isoformat()}, last at {tally.last_at.isoformat()}); "
-            f"read them all with `office wakeups list --run {run_id} --limit {tally.count}`."
+            f"read them all with `office wakeups list --run {run_id}`."
         )
     return lines
 
