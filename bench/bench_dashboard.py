@@ -78,14 +78,6 @@ def seed(store: Store, *, n_runs: int, n_tasks: int, now: datetime) -> tuple[str
                 "classification": "event",
                 "status": status,
                 "reason": reason,
-                "context_snapshot": [
-                    {
-                        "request_id": i + 1,
-                        "source": "task_assigned",
-                        "payload": {},
-                        "requested_at": at.isoformat(),
-                    }
-                ],
                 "requested_at": at,
                 "not_before": at,
                 "finished_at": at if status != "queued" else None,

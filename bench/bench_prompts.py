@@ -20,6 +20,7 @@ from office_scheduler.domain.models import (
     Comment,
     ContextEntry,
     Project,
+    RunWakes,
     Task,
     Workspace,
     WorkspaceSettings,
@@ -208,7 +209,7 @@ def main() -> int:
     full_input = PromptInput(
         workspace=workspace,
         agent=_agent(),
-        context=[first_wake],
+        wakes=RunWakes.of(1, [first_wake]),
         task=task,
         project=project,
         comments=comments,
@@ -228,14 +229,17 @@ def main() -> int:
     delta_input = DeltaInput(
         agent=_agent(),
         task=task,
-        context=[
-            ContextEntry(
-                request_id=2,
-                source=WakeSource.COMMENT,
-                payload={"task_id": "tk-landing", "comment_id": new_comment.id},
-                requested_at=new_comment.created_at,
-            )
-        ],
+        wakes=RunWakes.of(
+            2,
+            [
+                ContextEntry(
+                    request_id=2,
+                    source=WakeSource.COMMENT,
+                    payload={"task_id": "tk-landing", "comment_id": new_comment.id},
+                    requested_at=new_comment.created_at,
+                )
+            ],
+        ),
         run_id=2,
         prior_run_id=1,
         since=T0 + timedelta(minutes=100),
@@ -252,7 +256,7 @@ def main() -> int:
     full_again = build_prompt(
         replace(
             full_input,
-            context=delta_input.context,
+            wakes=delta_input.wakes,
             comments=delta_input.comments,
             blockers=resolved,
             run_id=2,

@@ -74,7 +74,6 @@ def _seed(url: str, schema: str, agent_count: int) -> None:
                 "source": "user",
                 "classification": "event",
                 "status": RunStatus.QUEUED.value,
-                "context_snapshot": [],
                 "requested_at": now - timedelta(seconds=k),
                 "not_before": now - timedelta(seconds=k),
             }

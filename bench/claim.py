@@ -96,7 +96,6 @@ class Queue:
                             "source": "user",
                             "classification": "event",
                             "status": "running",
-                            "context_snapshot": [],
                             "requested_at": NOW - timedelta(minutes=1),
                             "not_before": NOW - timedelta(minutes=1),
                             "claimed_at": NOW - timedelta(minutes=1),

@@ -112,7 +112,7 @@ class RawLoop:
         for status in ("queued", "claimed"):
             cur.execute(
                 q(
-                    "SELECT id, status, context_snapshot, context_version, coalesced_count,"
+                    "SELECT id, status, context_version, coalesced_count,"
                     f" classification FROM runs WHERE agent_id = ? AND status = ? AND {scope}"
                     " ORDER BY id DESC LIMIT 1"
                 ),
@@ -121,28 +121,15 @@ class RawLoop:
             run = cur.fetchone()
             if run is not None:
                 break
-        entry = {
-            "request_id": request_id,
-            "source": wake.source.value,
-            "payload": payload,
-            "requested_at": now.isoformat(),
-        }
         if run is not None:
-            context = run[2] if self._pg else json.loads(run[2])
-            promote = run[5] == "periodic" and not wake.periodic
+            # The merged wake is its request row (marked below); the run gains a count.
+            promote = run[4] == "periodic" and not wake.periodic
             cur.execute(
                 q(
-                    f"UPDATE runs SET context_snapshot = ?{jsonb}, context_version = ?,"
+                    "UPDATE runs SET context_version = ?,"
                     " coalesced_count = ?, classification = ? WHERE id = ? AND status = ?"
                 ),
-                (
-                    self._json([*context, entry]),
-                    run[3] + 1,
-                    run[4] + 1,
-                    "event" if promote else run[5],
-                    run[0],
-                    run[1],
-                ),
+                (run[2] + 1, run[3] + 1, "event" if promote else run[4], run[0], run[1]),
             )
             run_id, status = run[0], "coalesced"
         else:
@@ -150,9 +137,9 @@ class RawLoop:
             cur.execute(
                 q(
                     "INSERT INTO runs (workspace_id, agent_id, task_id, source, classification,"
-                    " status, idempotency_key, context_snapshot, context_version,"
+                    " status, idempotency_key, context_version,"
                     " coalesced_count, retry_count, requested_at, not_before)"
-                    f" VALUES (?, ?, ?, ?, ?, 'queued', ?, ?{jsonb}, 1, 1, 0, ?, ?) RETURNING id"
+                    " VALUES (?, ?, ?, ?, ?, 'queued', ?, 1, 1, 0, ?, ?) RETURNING id"
                 ),
                 (
                     self._office.workspace,
@@ -161,7 +148,6 @@ class RawLoop:
                     wake.source.value,
                     "periodic" if wake.periodic else "event",
                     wake.key,
-                    self._json([entry]),
                     self._ts(now),
                     self._ts(not_before),
                 ),

@@ -31,6 +31,7 @@ BENCHES = (
     "latency",
     "memory",
     "cli_help",
+    "hot",
 )
 RESULTS_PATH = Path(__file__).resolve().parent / "results.json"
 
@@ -71,6 +72,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--memory-runs", type=int, help="runs in the memory benchmark (1000000)")
     parser.add_argument("--scaleout-seconds", type=float, help="seconds per scale-out round (8)")
     parser.add_argument("--jobs", type=int, help="procrastinate jobs deferred and drained (5000)")
+    parser.add_argument(
+        "--hot-wakes", type=int, help="wakes merged into the hot agent's one run (5000)"
+    )
+    parser.add_argument(
+        "--hot-slice", type=int, help="merges timed at each size of the hot run (200)"
+    )
     parser.add_argument("--no-postgres", action="store_true", help="skip every PostgreSQL part")
     parser.add_argument(
         "--profile",
@@ -91,6 +98,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "memory_runs": 5_000 if smoke else 1_000_000,
         "scaleout_seconds": 1.0 if smoke else 8.0,
         "jobs": 100 if smoke else 5_000,
+        "hot_wakes": 500 if smoke else 5_000,
+        "hot_slice": 50 if smoke else 200,
     }
     for name, value in defaults.items():
         if getattr(args, name) is None:
@@ -104,6 +113,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "triggers",
         "memory_runs",
         "jobs",
+        "hot_wakes",
+        "hot_slice",
     ):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')} must be positive")
@@ -115,6 +126,7 @@ def _benches(args: argparse.Namespace, postgres: bool) -> dict[str, Callable[[Re
         claim,
         cli_help,
         cron_bench,
+        hot_agent,
         latency,
         memory,
         postgres_bench,
@@ -140,6 +152,7 @@ def _benches(args: argparse.Namespace, postgres: bool) -> dict[str, Callable[[Re
         "latency": lambda r: latency.run(r, samples=10 if args.smoke else 100, smoke=args.smoke),
         "memory": lambda r: memory.run(r, runs=args.memory_runs, smoke=args.smoke),
         "cli_help": lambda r: cli_help.run(r, samples=3 if args.smoke else 7),
+        "hot": lambda r: hot_agent.run(r, wakes=args.hot_wakes, size=args.hot_slice),
     }
     if postgres:
         out["postgres"] = lambda r: postgres_bench.run(

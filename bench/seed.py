@@ -6,7 +6,6 @@ product's own store calls. Rows carry every NOT NULL column of ``store/schema.py
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -26,7 +25,6 @@ RUN_COLUMNS = (
     "source",
     "classification",
     "status",
-    "context_snapshot",
     "context_version",
     "coalesced_count",
     "retry_count",
@@ -171,7 +169,6 @@ def run_row(
         "user",
         "event",
         status,
-        json.dumps([]),
         1,
         1,
         0,

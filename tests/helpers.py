@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from office_scheduler.domain.models import Agent, Project, WakeRequest, Workspace
+from office_scheduler.domain.models import Agent, ContextEntry, Project, WakeRequest, Workspace
 from office_scheduler.domain.routines import Routine, RoutineRun, RoutineRunSource
 from office_scheduler.domain.status import WakeSource
 from office_scheduler.service import Service
@@ -66,3 +66,10 @@ def dashboard_session(service: Service, secret: str) -> str:
     """A dashboard session id (the cookie's value) for the admin token ``secret``."""
     now = service.clock.now()
     return service.tokens.start_session(service.tokens.authenticate(secret, now=now), now=now)
+
+
+def merged_wakes(store: Store, run_id: int) -> tuple[ContextEntry, ...]:
+    """Every wake merged into run ``run_id``, oldest first (for runs of a few hundred)."""
+    wakes = store.queue.run_wakes(run_id, newest=1000)
+    assert wakes.total == len(wakes.entries), "more wakes than this helper reads"
+    return wakes.entries

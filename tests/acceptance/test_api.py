@@ -61,12 +61,28 @@ def test_workspace_crud_hides_executor_secrets(api: Api) -> None:
         "description": "the office",
         "settings": {
             "coalesce_window_s": 2.5,
+            "prompt_max_wakes": 7,
             "executors": {"cli": {"argv": ["other-cli", "--json"]}},
         },
     }
+    assert (
+        created["settings"]["prompt_max_wakes"],
+        created["settings"]["prompt_max_wake_bytes"],
+    ) == (
+        20,
+        12_000,
+    )
     changed = api.ok("PATCH", f"/api/v1/workspaces/{ws_id}", json=patch)
     assert changed["description"] == "the office"
     assert changed["settings"]["coalesce_window_s"] == 2.5
+    assert (
+        changed["settings"]["prompt_max_wakes"],
+        changed["settings"]["prompt_max_wake_bytes"],
+    ) == (
+        7,
+        12_000,
+    )
+    assert api.service.store.office.get_workspace(ws_id).settings.prompt_max_wakes == 7
     assert changed["settings"]["default_executor"] == "cli"
     assert changed["settings"]["executors"]["cli"]["argv"] == ["other-cli", "--json"]
     stored = api.service.store.office.get_workspace(ws_id).settings.executors["cli"]
@@ -268,6 +284,10 @@ def test_invalid_input_is_422_naming_the_field(api: Api) -> None:
         ("POST", f"/api/v1/workspaces/{ws_id}/agents", {"name": "a", "role": "intern"}, "role"),
         ("POST", "/api/v1/workspaces", {"name": "b", "settings": {"recovery_lookback_hours": 0}},
          "settings.recovery_lookback_hours"),
+        ("POST", "/api/v1/workspaces", {"name": "b", "settings": {"prompt_max_wakes": 0}},
+         "settings.prompt_max_wakes"),
+        ("PATCH", f"/api/v1/workspaces/{ws_id}", {"settings": {"prompt_max_wake_bytes": 999}},
+         "settings.prompt_max_wake_bytes"),
     ]  # fmt: skip
     for method, path, body, field in cases:
         response = api.request(method, path, json=body)

@@ -189,7 +189,8 @@ def test_spec_build_review_ship_with_one_rejection_and_one_approval(
     }
     assert [r["source"] for r in per_agent["spec-writer"]] == ["task_assigned", "comment"]
     rework = per_agent["spec-writer"][1]
-    (wake,) = [entry for entry in rework["context"] if entry["source"] == "comment"]
+    merged = client.call("GET", f"/wakeups?run_id={rework['id']}")["items"]
+    (wake,) = [entry for entry in merged if entry["source"] == "comment"]
     assert wake["payload"]["rejection"]["note"] == NOTE
     assert wake["payload"]["rejection"]["by"].startswith("user:")
     assert wake["payload"]["comment_id"]

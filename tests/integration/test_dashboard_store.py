@@ -25,7 +25,6 @@ def _run(
         "classification": "event",
         "status": status,
         "reason": reason,
-        "context_snapshot": [],
         "requested_at": at,
         "not_before": at,
     }

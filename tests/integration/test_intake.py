@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from helpers import Office
+from helpers import Office, merged_wakes
 from office_scheduler.domain.errors import BusyError, InvalidInputError, NotFoundError
 from office_scheduler.domain.models import Run, WakeRequest, WorkspaceSettings
 from office_scheduler.domain.status import (
@@ -137,8 +137,9 @@ async def test_queued_run_absorbs_a_merge_and_keeps_every_payload(office: Office
     assert first.run is not None
     assert second.run.id == first.run.id
     assert second.run.coalesced_count == 2
-    assert [e.source for e in second.run.context] == [WakeSource.SELF, WakeSource.AGENT_ERROR]
-    assert second.run.context[1].payload == {"failed_agent_id": "x", "error": "boom"}
+    wakes = merged_wakes(office.store, second.run.id)
+    assert [e.source for e in wakes] == [WakeSource.SELF, WakeSource.AGENT_ERROR]
+    assert wakes[1].payload == {"failed_agent_id": "x", "error": "boom"}
 
 
 async def test_queued_periodic_run_is_promoted_by_an_event_wake(office: Office) -> None:
@@ -258,7 +259,7 @@ async def test_burst_of_five_in_three_seconds_becomes_one_run(office: Office) ->
     assert len(run_ids) == 1
     run = svc.store.queue.get_run(run_ids.pop())
     assert run.coalesced_count == 5
-    assert [e.payload["child"] for e in run.context] == [0, 1, 2, 3, 4]
+    assert [e.payload["child"] for e in merged_wakes(svc.store, run.id)] == [0, 1, 2, 3, 4]
     await svc.run_until_idle()
     assert len(office.executor.launches) == 1  # still inside the coalescing hold
     office.clock.advance(timedelta(seconds=2))

@@ -218,8 +218,10 @@ async def test_a_summary_that_fails_halfway_keeps_the_end_and_writes_nothing(
     """The summary is written inside the run's end transaction, under a savepoint."""
     real = summary_step.write_summary
 
-    def upsert_then_fail(store: Store, run: Run, agent_name: str) -> ContinuationSummary:
-        real(store, run, agent_name)  # the upsert happened in the end transaction...
+    def upsert_then_fail(
+        store: Store, run: Run, agent_name: str, scope: str
+    ) -> ContinuationSummary:
+        real(store, run, agent_name, scope)  # the upsert happened in the end transaction...
         raise RuntimeError("summary renderer broke")  # ...and must be undone alone
 
     monkeypatch.setattr(summary_step, "write_summary", upsert_then_fail)

@@ -96,7 +96,6 @@ def test_runs_written_behind_the_stores_back_are_found_after_reconciling(office:
                 source=WakeSource.USER.value,
                 classification="event",
                 status=RunStatus.QUEUED.value,
-                context_snapshot=[],
                 context_version=1,
                 coalesced_count=1,
                 requested_at=now,

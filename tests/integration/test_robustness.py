@@ -11,7 +11,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from helpers import Office
+from helpers import Office, merged_wakes
 from office_scheduler.config import Settings
 from office_scheduler.domain.errors import DatabaseLockedError, InvalidInputError
 from office_scheduler.domain.models import WakeRequest
@@ -71,6 +71,8 @@ async def test_wake_merged_into_a_claimed_run_that_ends_unlaunched_is_handed_ove
 
     commented: list[bool] = []
 
+    # After ``load`` read the run's wakes (one task_assigned wake: the run is held as
+    # blocked), a comment merges into the claimed run; it must go to the next run.
     async def comment_while_claimed(
         ctx: RunContext, call_next: Callable[[], Awaitable[None]]
     ) -> None:
@@ -84,7 +86,7 @@ async def test_wake_merged_into_a_claimed_run_that_ends_unlaunched_is_handed_ove
         clock=office.clock,
         executors={"command": office.executor},
         store=svc.store,
-        steps=(comment_while_claimed, *DEFAULT_STEPS),
+        steps=(DEFAULT_STEPS[0], comment_while_claimed, *DEFAULT_STEPS[1:]),
     )
     office.clock.advance(timedelta(seconds=5))
     await service.run_until_idle()
@@ -94,7 +96,8 @@ async def test_wake_merged_into_a_claimed_run_that_ends_unlaunched_is_handed_ove
         (RunStatus.FINISHED, RunReason.COMPLETED),
     ]
     handed = max(runs)
-    assert [e.source for e in runs[handed].context] == [WakeSource.COMMENT]
+    assert [e.source for e in merged_wakes(service.store, handed)] == [WakeSource.COMMENT]
+    assert runs[handed].context_version == 1  # the version counts the wakes it was given
     comment_wakeup = service.store.listing.list_wakeups(agent_id=office.worker.id).items[0]
     assert comment_wakeup.source is WakeSource.COMMENT
     assert comment_wakeup.status is WakeupStatus.COALESCED
@@ -137,7 +140,10 @@ async def test_wake_merged_after_the_prompt_material_was_read_reaches_the_sessio
     await service.run_until_idle()
     [run] = service.store.listing.list_runs(agent_id=office.worker.id).items
     assert (run.status, run.reason) == (RunStatus.FINISHED, RunReason.COMPLETED)
-    assert [e.source for e in run.context] == [WakeSource.TASK_ASSIGNED, WakeSource.COMMENT]
+    assert [e.source for e in merged_wakes(service.store, run.id)] == [
+        WakeSource.TASK_ASSIGNED,
+        WakeSource.COMMENT,
+    ]
     assert len(office.executor.launches) == 1
     assert "please also do X" in office.executor.launches[0].prompt
     kinds = [e.kind for e in service.store.runlog.list_run_events(run.id)]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from helpers import Office
+from helpers import Office, merged_wakes
 from office_scheduler.domain.errors import (
     AuthError,
     ConflictError,
@@ -251,7 +251,8 @@ async def test_manual_fire_of_idle_worker_routine_is_not_skipped(office: Office)
     assert (agent_run.status, agent_run.reason) == (RunStatus.FINISHED, RunReason.COMPLETED)
     assert agent_run.source is WakeSource.ROUTINE
     assert agent_run.classification is Classification.EVENT
-    assert agent_run.context[0].payload == {"routine_id": routine.id, "variables": run.variables}
+    first = merged_wakes(office.store, agent_run.id)[0]
+    assert first.payload == {"routine_id": routine.id, "variables": run.variables}
 
 
 # -- catch-up after downtime -------------------------------------------------------------
@@ -276,7 +277,7 @@ async def test_downtime_of_three_hours_enqueues_newest_25_ticks(office: Office) 
         f"routine:{routine.id}:{trigger.id}:{int(_z('2026-11-29T13:00:00Z').timestamp()) // 60}"
     )
     [agent_run] = office.store.listing.list_runs(agent_id=office.worker.id).items
-    assert agent_run.context[0].payload["missed_ticks"] == runs[0].missed
+    assert merged_wakes(office.store, agent_run.id)[0].payload["missed_ticks"] == runs[0].missed
     [trigger] = office.store.routines.list_triggers(routine.id)
     assert trigger.next_run_at == _z("2026-11-29T15:05:00Z")
     assert trigger.last_fired_at == _z("2026-11-29T15:00:00Z")

@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
-from helpers import Office
+from helpers import Office, merged_wakes
 from office_scheduler.domain.models import Agent, Run, WakeRequest
 from office_scheduler.domain.status import (
     AgentRole,
@@ -188,4 +188,4 @@ async def test_concurrent_intakes_for_one_agent_merge_into_one_run(office: Offic
         WakeupStatus.COALESCED: 19,
     }
     assert {r.run_id for r in requests} == {runs[0].id}
-    assert len(runs[0].context) == 20
+    assert len(merged_wakes(store, runs[0].id)) == 20

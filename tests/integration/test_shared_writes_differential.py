@@ -34,12 +34,6 @@ def _snapshot(conn: sa.Connection) -> dict[str, Any]:
     run_ix = {r["id"]: i for i, r in enumerate(run_rows)}
     wake_ix = {r["id"]: i for i, r in enumerate(wake_rows)}
 
-    def ctx(snapshot: Any) -> Any:
-        return [
-            {**e, "request_id": wake_ix.get(e.get("request_id"), e.get("request_id"))}
-            for e in (snapshot or [])
-        ]
-
     return {
         "runs": [
             (
@@ -51,7 +45,6 @@ def _snapshot(conn: sa.Connection) -> dict[str, Any]:
                 r["not_before"],
                 r["coalesced_count"],
                 r["context_version"],
-                ctx(r["context_snapshot"]),
             )
             for r in run_rows
         ],

@@ -43,7 +43,6 @@ def _insert_run(database: Database, workspace_id: str, agent_id: str, now: datet
                 source=WakeSource.USER.value,
                 classification=Classification.EVENT.value,
                 status=RunStatus.QUEUED.value,
-                context_snapshot=[],
                 requested_at=now,
                 not_before=now,
             )

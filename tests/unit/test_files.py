@@ -34,6 +34,7 @@ workspace:
 settings:
   coalesce_window_s: 2.5
   recovery_lookback_hours: 48
+  prompt_max_wakes: 12
   default_executor: cli
 executors:
   cli:
@@ -95,6 +96,10 @@ def test_load_resolves_machine_values(config_dir: Path) -> None:
     assert config.name == "Test Office"
     assert config.settings.coalesce_window == timedelta(seconds=2.5)
     assert config.settings.recovery_lookback_hours == 48
+    assert (config.settings.prompt_max_wakes, config.settings.prompt_max_wake_bytes) == (
+        12,
+        12_000,
+    )
     cli = config.settings.executors["cli"]
     assert cli.argv == (sys.executable, str(config_dir / "agent.py"), "--flag")
     assert cli.env == {"API_KEY": "secret-value"}
@@ -160,6 +165,10 @@ def test_the_demo_office_loads() -> None:
         (
             {"office.yml": "workspace: {name: x}\nsettings: {recovery_lookback_hours: 0}\n"},
             "office.yml: settings.recovery_lookback_hours",
+        ),
+        (
+            {"office.yml": "workspace: {name: x}\nsettings: {prompt_max_wake_bytes: 500}\n"},
+            "office.yml: settings.prompt_max_wake_bytes",
         ),
         (
             {"office.yml": "workspace: {name: x}\nsettings: {default_executor: nope}\n"},

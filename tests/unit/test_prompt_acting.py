@@ -10,7 +10,7 @@ from mcp import Client
 
 from office_scheduler import __version__
 from office_scheduler.agent_tools.server import TOOL_NAMES, build_server
-from office_scheduler.domain.models import ExecutorConfig
+from office_scheduler.domain.models import ExecutorConfig, RunWakes
 from office_scheduler.domain.status import WakeSource
 from office_scheduler.prompts import ActRoute, PromptInput, act_route, build_prompt
 from prompt_samples import agent, task, wake, workspace
@@ -21,7 +21,7 @@ def _prompt(route: ActRoute) -> str:
         PromptInput(
             workspace=workspace(),
             agent=agent(),
-            context=[wake(WakeSource.TASK_ASSIGNED, {"task_id": "tk1"})],
+            wakes=RunWakes.of(42, [wake(WakeSource.TASK_ASSIGNED, {"task_id": "tk1"})]),
             task=task(),
             run_id=42,
             act_via=route,

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from office_scheduler.domain.models import RunWakes
 from office_scheduler.domain.status import TaskState, WakeSource
 from office_scheduler.domain.summaries import ApprovalDecision
 from office_scheduler.prompts import (
@@ -38,7 +39,9 @@ def _delta(**fields: object) -> DeltaInput:
     values: dict[str, object] = {
         "agent": agent(instructions="SECRET STANDING INSTRUCTIONS"),
         "task": task(state=TaskState.IN_PROGRESS, description="LONG TASK DESCRIPTION"),
-        "context": [wake(WakeSource.COMMENT, {"task_id": "tk1", "comment_id": "c3"}, 9)],
+        "wakes": RunWakes.of(
+            9, [wake(WakeSource.COMMENT, {"task_id": "tk1", "comment_id": "c3"}, 9)]
+        ),
         "run_id": 9,
         "prior_run_id": 7,
         "since": at(2),

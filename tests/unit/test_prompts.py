@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from office_scheduler.domain.models import RunWakes
 from office_scheduler.domain.status import TaskState, WakeSource
 from office_scheduler.domain.summaries import ContinuationSummary
 from office_scheduler.prompts import PromptInput, build_prompt, summary_slice
@@ -19,7 +20,7 @@ def _prompt(*entries: object, **fields: object) -> str:
     values: dict[str, object] = {
         "workspace": workspace(),
         "agent": agent(),
-        "context": entries,
+        "wakes": RunWakes.of(42, entries),  # type: ignore[arg-type]
         "task": task(),
         "project": project(),
         "run_id": 42,
@@ -305,3 +306,45 @@ def test_clean_strips_invisible_format_characters_but_keeps_zwj() -> None:
     assert clean("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645") == (
         "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"
     )
+
+
+def _user_wakes(count: int) -> list[object]:
+    return [wake(WakeSource.USER, {"reason": f"ping {n:03d}"}, n) for n in range(1, count + 1)]
+
+
+def test_a_run_whose_wakes_all_fit_shows_them_all_without_a_summary() -> None:
+    text = _prompt(*_user_wakes(3))
+    assert "## Why you were woken (3 wake(s) merged into run 42)" in text
+    assert "3. **user**" in text
+    assert "were merged into this run" not in text
+    assert "Not shown in full" not in text
+
+
+def test_the_wake_section_keeps_decisions_and_the_newest_and_summarises_the_rest() -> None:
+    entries = _user_wakes(60)
+    entries[4] = wake(WakeSource.AGENT_ERROR, {"failed_agent_id": "ag-bob", "error": "OOM"}, 5)
+    entries[7] = wake(WakeSource.COMMENT, {"comment_id": "c1", "rejection": "too vague"}, 8)
+    text = _prompt(*entries, max_wakes=4)
+    section = text.split("## Why you were woken", 1)[1].split("\n## ", 1)[0]
+    assert "60 wakes were merged into this run; by source: user 58, agent_error 1, comment 1." in (
+        section
+    )
+    assert "Shown in full: 4 of them" in section
+    assert "Failed agent: bob (ag-bob)." in section
+    assert "OOM" in section
+    assert "too vague" in section
+    assert "ping 060" in section
+    assert "ping 059" in section
+    assert "ping 058" not in section
+    assert "- user: 56 more not shown (58 in all, first at 2026-11-29T12:01:00+00:00" in section
+    assert "; read them all with `office wakeups list --run 42`." in section
+    assert "- agent_error" not in section
+
+
+def test_the_byte_budget_stops_older_wakes_but_never_the_newest() -> None:
+    big = [wake(WakeSource.USER, {"reason": "x" * 400 + f" {n:03d}"}, n) for n in range(1, 41)]
+    text = _prompt(*big, max_wake_bytes=1000)
+    section = text.split("## Why you were woken", 1)[1].split("\n## ", 1)[0]
+    assert "x 040" in section
+    assert "Shown in full: 1 of them" in section
+    assert len(section.encode()) < 2500

@@ -135,6 +135,8 @@ class SettingsPatch(InputModel):
 
     coalesce_window_s: float | None = Field(default=None, ge=0, le=3600)
     recovery_lookback_hours: int | None = Field(default=None, ge=1, le=720)
+    prompt_max_wakes: int | None = Field(default=None, ge=1, le=500)
+    prompt_max_wake_bytes: int | None = Field(default=None, ge=1000, le=200_000)
     default_executor: Name | None = None
     executors: ExecutorMap | None = None
 
@@ -159,6 +161,8 @@ class SettingsPatch(InputModel):
             recovery_lookback_hours=sent.get(
                 "recovery_lookback_hours", current.recovery_lookback_hours
             ),
+            prompt_max_wakes=sent.get("prompt_max_wakes", current.prompt_max_wakes),
+            prompt_max_wake_bytes=sent.get("prompt_max_wake_bytes", current.prompt_max_wake_bytes),
             default_executor=sent.get("default_executor", current.default_executor),
             executors=executors,
         )
@@ -173,6 +177,8 @@ class SettingsIn(InputModel):
 
     coalesce_window_s: float = Field(default=5.0, ge=0, le=3600)
     recovery_lookback_hours: int = Field(default=24, ge=1, le=720)
+    prompt_max_wakes: int = Field(default=20, ge=1, le=500)
+    prompt_max_wake_bytes: int = Field(default=12_000, ge=1000, le=200_000)
     default_executor: Name | None = None
     executors: ExecutorMap = Field(default_factory=dict)
 
@@ -181,6 +187,8 @@ class SettingsIn(InputModel):
         return WorkspaceSettings(
             coalesce_window=timedelta(seconds=self.coalesce_window_s),
             recovery_lookback_hours=self.recovery_lookback_hours,
+            prompt_max_wakes=self.prompt_max_wakes,
+            prompt_max_wake_bytes=self.prompt_max_wake_bytes,
             default_executor=self.default_executor,
             executors={name: config.to_config(name) for name, config in self.executors.items()},
         )

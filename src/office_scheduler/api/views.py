@@ -16,6 +16,7 @@ from office_scheduler.domain.models import (
     Agent,
     ExecutorConfig,
     Run,
+    WakeupRequest,
     Workspace,
     WorkspaceSettings,
 )
@@ -33,6 +34,7 @@ from office_scheduler.domain.status import (
     WakeSource,
     WakeupStatus,
 )
+from office_scheduler.store.pagination import Page
 from office_scheduler.store.queue import IntakeResult
 
 T = TypeVar("T")
@@ -115,6 +117,8 @@ class SettingsOut(View):
 
     coalesce_window_s: float
     recovery_lookback_hours: int
+    prompt_max_wakes: int
+    prompt_max_wake_bytes: int
     default_executor: str | None
     executors: dict[str, ExecutorOut]
 
@@ -124,6 +128,8 @@ class SettingsOut(View):
         return cls(
             coalesce_window_s=settings.coalesce_window.total_seconds(),
             recovery_lookback_hours=settings.recovery_lookback_hours,
+            prompt_max_wakes=settings.prompt_max_wakes,
+            prompt_max_wake_bytes=settings.prompt_max_wake_bytes,
             default_executor=settings.default_executor,
             executors={name: ExecutorOut.of(cfg) for name, cfg in settings.executors.items()},
         )
@@ -272,17 +278,13 @@ class WakeupOut(View):
     requested_at: Timestamp
 
 
-class ContextEntryOut(View):
-    """One wake merged into a run."""
-
-    request_id: int
-    source: WakeSource
-    payload: dict[str, Any]
-    requested_at: Timestamp
-
-
 class RunOut(View):
-    """A run (the prompt is shown by ``GET /api/v1/runs/{id}`` only)."""
+    """A run (the prompt is shown by ``GET /api/v1/runs/{id}`` only).
+
+    Its merged wakes are the wakeup requests with its ``run_id`` (``coalesced_count`` of
+    them): a page of them comes with ``GET /api/v1/runs/{id}``, all of them, paged, from
+    ``GET /api/v1/wakeups?run_id=``.
+    """
 
     id: int
     workspace_id: str
@@ -294,7 +296,6 @@ class RunOut(View):
     reason: RunReason | None
     error: str | None
     idempotency_key: str | None
-    context: list[ContextEntryOut]
     context_version: int
     coalesced_count: int
     requested_at: Timestamp
@@ -325,12 +326,20 @@ class RunEventOut(View):
 
 
 class RunDetailOut(RunOut):
-    """A run with its prompt and its event log."""
+    """A run with its prompt, its event log and one page of its merged wakes.
+
+    Attributes:
+        wakes: the newest of the run's merged wakes first (a page; ``wakes_next_cursor``
+            continues it, as ``wakes_cursor``).
+        wakes_next_cursor: the cursor of the next page of wakes, ``None`` on the last.
+    """
 
     prompt: str | None
     #: ``full`` (the whole wake prompt) or ``delta`` (what is new for a resumed session).
     prompt_kind: str | None = None
     events: list[RunEventOut]
+    wakes: list[WakeupOut] = []
+    wakes_next_cursor: str | None = None
 
 
 class IntakeOut(BaseModel):
@@ -394,7 +403,16 @@ class HealthOut(BaseModel):
     leader: dict[str, Any] | None = None
 
 
-def run_detail(run: Run, events: list[RunEventOut]) -> RunDetailOut:
-    """The detailed view of a run with its events."""
+def run_detail(
+    run: Run, events: list[RunEventOut], wakes: Page[WakeupRequest] | None = None
+) -> RunDetailOut:
+    """The detailed view of a run with its events and a page of its merged wakes."""
     base = dict(RunOut.model_validate(run))
-    return RunDetailOut(**base, prompt=run.prompt, prompt_kind=run.prompt_kind, events=events)
+    return RunDetailOut(
+        **base,
+        prompt=run.prompt,
+        prompt_kind=run.prompt_kind,
+        events=events,
+        wakes=[WakeupOut.model_validate(w) for w in wakes.items] if wakes else [],
+        wakes_next_cursor=wakes.next_cursor if wakes else None,
+    )

@@ -234,7 +234,7 @@ async def _summary(
                 "run": run_id,
                 "agent": monitor.agent(run.agent_id),
                 "task": await monitor.title(run.task_id),
-                "wakes": ", ".join(dict.fromkeys(e.source.value for e in run.context)),
+                "wakes": ", ".join(record.sources),
                 "status": run.status.value,
                 "reason": run.reason.value if run.reason else "-",
                 "seconds": f"{record.seconds:.1f}" if record.seconds is not None else "-",

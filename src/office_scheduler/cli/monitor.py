@@ -28,6 +28,8 @@ class RunRecord:
     run: Run
     launched: bool
     seconds: float | None
+    #: Sources of the wakes merged into the run, when the pipeline said (else the run's).
+    sources: tuple[str, ...] = ()
 
 
 def _short(text: str, width: int = 60) -> str:
@@ -114,12 +116,11 @@ class ProgressMonitor:
         """A run launched its agent session."""
         run = event.run
         self._started[run.id] = self._clock()
-        sources = ", ".join(dict.fromkeys(entry.source.value for entry in run.context))
         title = await self.title(run.task_id)
         self._line(
             "start",
             f"run {run.id}: {self.agent(run.agent_id)} on {_short(title, 48)!r} "
-            f"({sources or run.source.value}; {len(run.context)} wake(s))",
+            f"({run.source.value}; {run.coalesced_count} wake(s))",
         )
 
     async def on_run_ended(self, event: RunEnded) -> None:
@@ -127,7 +128,11 @@ class ProgressMonitor:
         run = event.run
         began = self._started.pop(run.id, None)
         seconds = None if began is None else self._clock() - began
-        self.ended[run.id] = RunRecord(run=run, launched=began is not None, seconds=seconds)
+        known = event.wake_sources
+        sources = tuple(sorted(s.value for s in known)) if known else (run.source.value,)
+        self.ended[run.id] = RunRecord(
+            run=run, launched=began is not None, seconds=seconds, sources=sources
+        )
         reason = run.reason.value if run.reason else "-"
         who = self.agent(run.agent_id)
         if began is None and run.status is not RunStatus.FAILED:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import click
@@ -44,6 +45,8 @@ RUN_FIELDS = [
     "exit_code",
     "result",
 ]
+#: Requests ``office wakeups list`` shows without ``--limit`` (and without ``--run``).
+DEFAULT_LIST_LIMIT = 50
 WAKEUP_COLUMNS = [
     ("id", "id"),
     ("agent", "agent_id"),
@@ -154,12 +157,36 @@ def runs_list(
 
 @runs_group.command("show")
 @click.argument("run_id", type=RECORD_ID)
+@click.option(
+    "--wakes",
+    "wakes_limit",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, 500),
+    help="Merged wakes shown per page, newest first.",
+)
+@click.option("--wakes-cursor", help="Show the page of merged wakes this cursor names.")
 @json_option
-def runs_show(run_id: int) -> None:
-    """Show one run."""
+def runs_show(run_id: int, wakes_limit: int, wakes_cursor: str | None) -> None:
+    """Show one run and a page of the wakes merged into it (newest first)."""
     with api() as client:
-        run = client.get(api_path("runs", str(run_id)))
-    emit(run, lambda: click.echo(details(run, RUN_FIELDS)))
+        run = client.get(
+            api_path("runs", str(run_id)), wakes_limit=wakes_limit, wakes_cursor=wakes_cursor
+        )
+
+    def render() -> None:
+        click.echo(details(run, RUN_FIELDS))
+        wakes = run.get("wakes") or []
+        click.echo(f"\nMerged wakes ({len(wakes)} shown of {run.get('coalesced_count')}):")
+        click.echo(table(wakes, WAKEUP_COLUMNS))
+        cursor = run.get("wakes_next_cursor")
+        if cursor:
+            click.echo(
+                f"More: office runs show {run_id} --wakes-cursor {cursor} "
+                f"(or all of them: office wakeups list --run {run_id})"
+            )
+
+    emit(run, render)
 
 
 @runs_group.command("queue")
@@ -187,17 +214,28 @@ def wakeups_group() -> None:
 @click.option(
     "--status", type=click.Choice([s.value for s in WakeupStatus]), help="Only this status."
 )
-@click.option("--run", "run_id", type=RECORD_ID, help="Only requests of this run.")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option(
+    "--run", "run_id", type=RECORD_ID, help="Only the wakes that created or merged into this run."
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, None),
+    help="Most requests listed (default 50; with --run, all of the run's).",
+)
 @json_option
 def wakeups_list(
     workspace: str | None,
     agent_id: str | None,
     status: str | None,
     run_id: int | None,
-    limit: int,
+    limit: int | None,
 ) -> None:
-    """List wakeup requests, newest first."""
+    """List wakeup requests, newest first, fetched a page at a time.
+
+    With ``--run N``: every wake merged into run N (however many it absorbed).
+    """
+    if limit is None:
+        limit = DEFAULT_LIST_LIMIT if run_id is None else sys.maxsize
     with api() as client:
         if agent_id is not None:
             agent_id = resolve_agent(client, agent_id, workspace)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from office_scheduler.domain.budgets import BudgetPolicy
 from office_scheduler.domain.models import Approval, Comment, Run, Task, WakeupRequest
-from office_scheduler.domain.status import IntakeOutcome
+from office_scheduler.domain.status import IntakeOutcome, WakeSource
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -111,9 +111,15 @@ class RunStarted(Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunEnded(Event):
-    """A run reached a terminal state (finished, failed, cancelled): ``run.status`` says which."""
+    """A run reached a terminal state (finished, failed, cancelled): ``run.status`` says which.
+
+    Attributes:
+        wake_sources: the sources of the wakes merged into the run, when the publisher read
+            them (the pipeline does); ``None`` when unknown.
+    """
 
     run: Run
+    wake_sources: frozenset[WakeSource] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -6,6 +6,7 @@ Rows become these records only in ``store/rows.py``; change a record with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -74,12 +75,19 @@ class WorkspaceSettings:
     Attributes:
         coalesce_window: hold before a run made by intake can be claimed (0 disables).
         recovery_lookback_hours: how far back the recovery sweep looks (1..720).
+        prompt_max_wakes: most merged wakes a prompt shows in full, decision-carrying
+            ones included (1..500; the rest are summarised one line per source).
+        prompt_max_wake_bytes: budget of the prompt's "Why you were woken" section in
+            UTF-8 bytes (1,000..200,000); the newest wake and the decision-carrying ones
+            are shown even past it.
         default_executor: executor name used when task, agent and project name none.
         executors: executor definitions by name.
     """
 
     coalesce_window: timedelta = timedelta(seconds=5)
     recovery_lookback_hours: int = 24
+    prompt_max_wakes: int = 20
+    prompt_max_wake_bytes: int = 12_000
     default_executor: str | None = None
     executors: dict[str, ExecutorConfig] = field(default_factory=dict)
 
@@ -242,12 +250,112 @@ class Wake:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ContextEntry:
-    """One wake merged into a run's context (a run's ``context_snapshot`` is a list of these)."""
+    """One wake merged into a run: a wakeup request whose ``run_id`` is the run."""
 
     request_id: int
     source: WakeSource
     payload: JSON
     requested_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceTally:
+    """How many of a run's merged wakes came from one source, and when.
+
+    Attributes:
+        count: wakes of this source merged into the run.
+        first_at: the oldest one's ``requested_at`` (aware UTC).
+        last_at: the newest one's ``requested_at`` (aware UTC).
+    """
+
+    source: WakeSource
+    count: int
+    first_at: datetime
+    last_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunWakes:
+    """A bounded view of the wakes merged into one run (read in one statement).
+
+    A run may absorb thousands of wakes; this is what the pipeline and the prompt need of
+    them without loading them all (``office wakeups list --run N`` lists every one).
+
+    Attributes:
+        run_id: the run.
+        total: how many wakes the run carries.
+        tallies: per source, how many and when, in the order of each source's first wake.
+        entries: oldest first, the newest wakes (as many as asked for), every
+            decision-carrying wake (up to a cap, newest first) and the oldest wake of each
+            source.
+        decisions: request ids of the decision-carrying wakes among ``entries`` (approval
+            results, rejections, agent errors, budget alerts, missed-tick summaries).
+        reviewer: whether any merged wake is a review-stage wake (payload ``role``
+            ``reviewer``).
+    """
+
+    run_id: int
+    total: int
+    tallies: tuple[SourceTally, ...] = ()
+    entries: tuple[ContextEntry, ...] = ()
+    decisions: frozenset[int] = frozenset()
+    reviewer: bool = False
+
+    @property
+    def sources(self) -> frozenset[WakeSource]:
+        """Every source among the merged wakes."""
+        return frozenset(tally.source for tally in self.tallies)
+
+    def first_of(self, source: WakeSource) -> ContextEntry | None:
+        """The oldest merged wake of ``source`` (always among ``entries``), if any."""
+        return next((entry for entry in self.entries if entry.source is source), None)
+
+    @classmethod
+    def of(cls, run_id: int, entries: Sequence[ContextEntry]) -> RunWakes:
+        """The view of a run whose every merged wake is ``entries`` (oldest first).
+
+        What ``QueueStore.run_wakes`` returns for a run with few wakes; for tests and
+        benchmarks that build prompts without a database.
+        """
+        tallies: dict[WakeSource, SourceTally] = {}
+        for entry in entries:
+            seen = tallies.get(entry.source)
+            tallies[entry.source] = SourceTally(
+                source=entry.source,
+                count=1 if seen is None else seen.count + 1,
+                first_at=entry.requested_at if seen is None else seen.first_at,
+                last_at=entry.requested_at,
+            )
+        return cls(
+            run_id=run_id,
+            total=len(entries),
+            tallies=tuple(tallies.values()),
+            entries=tuple(entries),
+            decisions=frozenset(entry.request_id for entry in entries if carries_decision(entry)),
+            reviewer=any(entry.payload.get("role") == "reviewer" for entry in entries),
+        )
+
+
+#: Sources whose every wake carries a decision (approval results, agent errors, budget
+#: alerts); rejections and missed-tick summaries are recognised by their payload.
+DECISION_SOURCES = frozenset(
+    {WakeSource.APPROVAL_RESOLVED, WakeSource.AGENT_ERROR, WakeSource.BUDGET_ALERT}
+)
+
+
+def carries_decision(entry: ContextEntry) -> bool:
+    """Whether a merged wake carries a decision the agent must not miss.
+
+    Approval results, agent errors and budget alerts (by source), rejections (a payload
+    with a non-null ``rejection``) and missed-tick summaries (a routine payload with a
+    non-null ``missed_ticks``). The store's bounded read applies the same rule in SQL.
+    """
+    payload = entry.payload
+    return (
+        entry.source in DECISION_SOURCES
+        or payload.get("rejection") is not None
+        or (entry.source is WakeSource.ROUTINE and payload.get("missed_ticks") is not None)
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -272,10 +380,13 @@ class WakeupRequest:
 class Run:
     """The execution record: what the scheduler claims and an executor runs once.
 
+    The wakes merged into a run are the wakeup requests whose ``run_id`` is the run (read
+    them bounded with ``QueueStore.run_wakes``, or paged with ``list_wakeups``).
+
     Attributes:
-        context: every wake merged into this run, oldest first.
-        context_version: grows with each merge, so a prompt built from an older
-            version is rebuilt before launch.
+        context_version: grows by one with each merged wake (it equals the number of wakes
+            the run was given), so a prompt built from an older version is rebuilt before
+            launch.
         coalesced_count: how many wake requests this run carries (1 when none merged).
         not_before: earliest claim instant (coalescing hold, scheduled retry).
     """
@@ -290,7 +401,6 @@ class Run:
     reason: RunReason | None
     error: str | None
     idempotency_key: str | None
-    context: tuple[ContextEntry, ...]
     context_version: int
     coalesced_count: int
     requested_at: datetime

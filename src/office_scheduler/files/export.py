@@ -152,6 +152,8 @@ def export_config(store: Store, workspace_id: str, directory: Path | str) -> Pat
         "settings": {
             "coalesce_window_s": _number(settings.coalesce_window.total_seconds()),
             "recovery_lookback_hours": settings.recovery_lookback_hours,
+            "prompt_max_wakes": settings.prompt_max_wakes,
+            "prompt_max_wake_bytes": settings.prompt_max_wake_bytes,
             "default_executor": settings.default_executor,
         },
         "executors": {name: _executor_data(cfg) for name, cfg in settings.executors.items()},

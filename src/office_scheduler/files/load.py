@@ -231,6 +231,10 @@ def _settings(office: Fields, executors: dict[str, ExecutorConfig]) -> Workspace
         recovery_lookback_hours=values.integer(
             "recovery_lookback_hours", 24, minimum=1, maximum=720
         ),
+        prompt_max_wakes=values.integer("prompt_max_wakes", 20, minimum=1, maximum=500),
+        prompt_max_wake_bytes=values.integer(
+            "prompt_max_wake_bytes", 12_000, minimum=1000, maximum=200_000
+        ),
         default_executor=values.optional_text("default_executor"),
         executors=executors,
     )

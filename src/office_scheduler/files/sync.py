@@ -31,6 +31,8 @@ def _settings_diff(old: WorkspaceSettings, new: WorkspaceSettings) -> list[str]:
         for key, before, after in (
             ("coalesce_window_s", old.coalesce_window, new.coalesce_window),
             ("recovery_lookback_hours", old.recovery_lookback_hours, new.recovery_lookback_hours),
+            ("prompt_max_wakes", old.prompt_max_wakes, new.prompt_max_wakes),
+            ("prompt_max_wake_bytes", old.prompt_max_wake_bytes, new.prompt_max_wake_bytes),
             ("default_executor", old.default_executor, new.default_executor),
         )
         if before != after

@@ -35,8 +35,8 @@ MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_KEY_CHARS = 600
 #: A batch PostgreSQL rolled back to break a deadlock is sent again, at most this often.
 _DEADLOCK_ATTEMPTS = 3
-#: Most wakes one batch may carry for one agent. Each merges into the same run, whose
-#: context is rewritten every time, and the agent stays locked until the batch commits.
+#: Most wakes one batch may carry for one agent. Each merges into the same run, and the
+#: agent stays locked until the batch commits.
 MAX_BATCH_WAKES_PER_AGENT = 50
 #: How long a wake waits for its agent while another transaction holds it (seconds), as
 #: long as a statement may run (``OFFICE_DB_STATEMENT_TIMEOUT_S``' default).

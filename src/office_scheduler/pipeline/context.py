@@ -21,6 +21,7 @@ from office_scheduler.domain.models import (
     ExecutorConfig,
     Project,
     Run,
+    RunWakes,
     Task,
     WakeRequest,
     Workspace,
@@ -72,6 +73,8 @@ class RunContext:
             ``load`` with the run's subjects for ``budget_check`` (``None``: not read yet).
         actionable_tasks: the agent's actionable tasks, counted by ``load`` for a wake
             ``idle_skip`` may skip (``None``: not counted).
+        wakes: the bounded view of the wakes merged into the run, read by ``load`` and
+            again with each rebuilt prompt (``None``: not read yet).
     """
 
     run: Run
@@ -82,6 +85,7 @@ class RunContext:
     project: Project | None = None
     budget_policies: list[BudgetPolicy] | None = None
     actionable_tasks: int | None = None
+    wakes: RunWakes | None = None
     prompt: str | None = None
     prompt_version: int = 0
     executor_config: ExecutorConfig | None = None
@@ -146,7 +150,8 @@ class RunContext:
             reason=reason.value,
             error=error,
         )
-        await self.deps.publish(RunEnded(run=ended))
+        sources = self.wakes.sources if self.wakes is not None else None
+        await self.deps.publish(RunEnded(run=ended, wake_sources=sources))
 
     async def with_decisions(
         self, write: Callable[[list[RunEventRow], bool], T | None]
@@ -216,7 +221,8 @@ class RunContext:
                 events += then(ended)
             store.runlog.add_run_events(events)
             # Skips and cancels by a guard go to the activity log (one place for all).
-            store.runlog.log_run_skip(ended, now=ending.now)
+            wakeup_ids = [e.request_id for e in self.wakes.entries] if self.wakes else None
+            store.runlog.log_run_skip(ended, now=ending.now, wakeup_ids=wakeup_ids)
         return ended
 
     async def schedule_retry(

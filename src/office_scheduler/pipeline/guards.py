@@ -31,6 +31,8 @@ def _read_subjects(ctx: RunContext) -> None:
     with store.db.snapshot():
         ctx.agent = office.get_agent(ctx.run.agent_id)
         ctx.workspace = office.get_workspace(ctx.run.workspace_id)
+        newest = ctx.workspace.settings.prompt_max_wakes
+        ctx.wakes = store.queue.run_wakes(ctx.run.id, newest=newest)
         if ctx.run.task_id is not None:
             ctx.task = office.find_task(ctx.run.task_id)
             if ctx.task is not None and ctx.task.project_id is not None:
@@ -79,9 +81,20 @@ async def agent_guard(ctx: RunContext, call_next: Next) -> None:
     await call_next()
 
 
-def is_review_wake(run: Run) -> bool:
-    """Whether ``run`` carries a review-stage wake (its agent works as a reviewer)."""
-    return any(entry.payload.get("role") == "reviewer" for entry in run.context)
+def is_review_wake(ctx: RunContext) -> bool:
+    """Whether the run carries a review-stage wake (its agent works as a reviewer)."""
+    return ctx.wakes is not None and ctx.wakes.reviewer
+
+
+#: Most wakeup ids an idle skip names in its log line and activity entry.
+MAX_LOGGED_WAKEUP_IDS = 50
+
+
+def _wakeup_ids(ctx: RunContext) -> list[int]:
+    """Ids of the run's merged wakes as read by ``load`` (bounded), newest last."""
+    if ctx.wakes is None:
+        return []
+    return [entry.request_id for entry in ctx.wakes.entries][-MAX_LOGGED_WAKEUP_IDS:]
 
 
 async def staleness(ctx: RunContext, call_next: Next) -> None:
@@ -100,7 +113,7 @@ async def staleness(ctx: RunContext, call_next: Next) -> None:
         reason = RunReason.TASK_NOT_FOUND
     elif task.state.is_terminal or task.archived_at is not None:
         reason = RunReason.TASK_TERMINAL
-    elif is_review_wake(ctx.run):
+    elif is_review_wake(ctx):
         if ctx.run.agent_id not in task.reviewers or task.state is not TaskState.IN_REVIEW:
             reason = RunReason.REVIEW_PARTICIPANT_CHANGED
     elif ctx.run.source is not WakeSource.QUEUE_RUN and task.assignee_agent_id != ctx.run.agent_id:
@@ -126,7 +139,8 @@ async def idle_skip(ctx: RunContext, call_next: Next) -> None:
         if count == 0:
             log.info(
                 "wakeup_idle_skipped",
-                wakeup_ids=[entry.request_id for entry in ctx.run.context],
+                wakeup_ids=_wakeup_ids(ctx),
+                wakeup_count=ctx.wakes.total if ctx.wakes is not None else None,
                 agent_instance_id=agent.id,
                 agent_name=agent.name,
                 run_id=ctx.run.id,
@@ -143,7 +157,7 @@ def _log_idle_skip(ctx: RunContext) -> AfterEnd:
     """The ``wakeup_idle_skipped`` activity entry, written in the transaction of the skip."""
     assert ctx.agent is not None
     agent, store, now = ctx.agent, ctx.deps.store, ctx.deps.clock.now()
-    wakeup_ids = [entry.request_id for entry in ctx.run.context]
+    wakeup_ids = _wakeup_ids(ctx)
 
     def write(run: Run) -> list[RunEventRow]:
         store.runlog.add_activity(
@@ -169,17 +183,14 @@ async def blocker_hold(ctx: RunContext, call_next: Next) -> None:
     specification wakes the parent once *all* children ended). A run that also carries
     other wakes (a comment) goes ahead so that nothing merged into it is swallowed.
     """
-    if ctx.task is not None and all(
-        entry.source is WakeSource.TASK_ASSIGNED for entry in ctx.run.context
-    ):
+    sources = ctx.wakes.sources if ctx.wakes is not None else frozenset()
+    if ctx.task is not None and sources <= {WakeSource.TASK_ASSIGNED}:
         open_ids = await asyncio.to_thread(ctx.deps.store.office.open_blocker_ids, ctx.task.id)
         if open_ids:
             await ctx.event("blocked", "task has open blockers", blocker_ids=open_ids)
             await ctx.end(RunStatus.FINISHED, RunReason.BLOCKED)
             return
-    if ctx.task is not None and all(
-        entry.source is WakeSource.TASK_CHILDREN_COMPLETED for entry in ctx.run.context
-    ):
+    if ctx.task is not None and sources <= {WakeSource.TASK_CHILDREN_COMPLETED}:
         # Every ending child sends a wake (so a burst coalesces); launch once all have ended.
         children = await asyncio.to_thread(ctx.deps.store.office.list_children, ctx.task.id)
         pending = [c.id for c in children if not c.state.is_terminal and c.archived_at is None]
@@ -196,7 +207,7 @@ async def checkout(ctx: RunContext, call_next: Next) -> None:
     A reviewer's run (a review-stage wake) reads the task without taking it over, so it
     takes no checkout: several reviewers, and the assignee, may run at the same time.
     """
-    if ctx.task is None or is_review_wake(ctx.run):
+    if ctx.task is None or is_review_wake(ctx):
         await call_next()
         return
     taken = await asyncio.to_thread(

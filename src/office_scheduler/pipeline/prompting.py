@@ -21,6 +21,7 @@ from office_scheduler.domain.models import (
     Comment,
     ExecutorConfig,
     Run,
+    RunWakes,
     Task,
 )
 from office_scheduler.domain.summaries import ApprovalDecision, ContinuationSummary
@@ -53,6 +54,7 @@ class _Material:
     """What the store had to say for one prompt."""
 
     run: Run
+    wakes: RunWakes
     names: dict[str, str]
     comments: list[Comment] = field(default_factory=list)
     children: list[Task] = field(default_factory=list)
@@ -65,10 +67,21 @@ class _Material:
 
 
 def _gather(
-    store: Store, run_id: int, task: Task | None, config: ExecutorConfig | None, cwd: str | None
+    store: Store,
+    seen: Run,
+    known: RunWakes | None,
+    newest: int,
+    task: Task | None,
+    config: ExecutorConfig | None,
+    cwd: str | None,
 ) -> tuple[_Material, PromptKind]:
+    """Read the run and its material again; its wakes only when some merged since ``seen``."""
     with store.db.snapshot():  # one read connection (and on SQLite one snapshot) for all
-        return _read_material(store, store.queue.get_run(run_id), task, config, cwd)
+        run = store.queue.get_run(seen.id)
+        wakes = known
+        if wakes is None or run.context_version != seen.context_version:
+            wakes = store.queue.run_wakes(run.id, newest=newest)
+        return _read_material(store, run, wakes, task, config, cwd)
 
 
 def read_ahead(ctx: RunContext) -> None:
@@ -78,11 +91,13 @@ def read_ahead(ctx: RunContext) -> None:
     material come in one read transaction and one thread hop. The material is used once,
     by the first build and only for the executor and directory planned now; a rebuild
     (a wake merged in after the build) reads afresh. Its run is the run as claimed
-    (``ctx.run``, not read again): a wake merged in since fails the start's
-    compare-and-set on the context version, and the prompt is rebuilt.
+    (``ctx.run``, not read again) and its wakes those ``load`` read (``ctx.wakes``): a wake
+    merged in since fails the start's compare-and-set on the context version, and the
+    prompt is rebuilt.
     """
     config, cwd = planned_session(ctx)
-    found = _read_material(ctx.deps.store, ctx.run, ctx.task, config, cwd)
+    assert ctx.wakes is not None
+    found = _read_material(ctx.deps.store, ctx.run, ctx.wakes, ctx.task, config, cwd)
     ctx.extras[_READ_AHEAD] = (config, cwd, found)
 
 
@@ -99,16 +114,25 @@ async def _material(
     if ahead is not None and ahead[0] == executor and ahead[1] == cwd:
         found: tuple[_Material, PromptKind] = ahead[2]
         return found
-    return await asyncio.to_thread(_gather, ctx.deps.store, ctx.run.id, ctx.task, executor, cwd)
+    assert ctx.workspace is not None
+    newest = ctx.workspace.settings.prompt_max_wakes
+    return await asyncio.to_thread(
+        _gather, ctx.deps.store, ctx.run, ctx.wakes, newest, ctx.task, executor, cwd
+    )
 
 
 def _read_material(
-    store: Store, run: Run, task: Task | None, config: ExecutorConfig | None, cwd: str | None
+    store: Store,
+    run: Run,
+    wakes: RunWakes,
+    task: Task | None,
+    config: ExecutorConfig | None,
+    cwd: str | None,
 ) -> tuple[_Material, PromptKind]:
-    data = _Material(run=run, names={})
+    data = _Material(run=run, wakes=wakes, names={})
     if task is None:
         data.names = store.office.agent_names(run.workspace_id, only=_named_agents(data))
-        data.summary = store.summaries.get_summary(run.agent_id, summary_scope(run.context))
+        data.summary = store.summaries.get_summary(run.agent_id, summary_scope(wakes.entries))
         return data, PromptKind.FULL
     # ``task`` was read in this snapshot (load) or before it (a rebuild; a task is never
     # deleted, only archived), so an empty list needs no existence check.
@@ -146,12 +170,12 @@ def _strings(value: Any) -> Iterator[str]:
 def _named_agents(data: _Material) -> set[str] | None:
     """The ids the prompt may name an agent by (``None``: too many, read every name).
 
-    Comment authors, assignees of the listed tasks, and any string in a merged wake's
-    payload.
+    Comment authors, assignees of the listed tasks, and any string in the payload of a
+    merged wake the prompt may show.
     """
     ids = {c.author_agent_id for c in data.comments if c.author_agent_id}
     ids |= {t.assignee_agent_id for t in (*data.children, *data.blockers) if t.assignee_agent_id}
-    for entry in data.run.context:
+    for entry in data.wakes.entries:
         ids.update(_strings(entry.payload))
         if len(ids) > _MAX_NAMED:
             return None
@@ -174,7 +198,9 @@ def _full(ctx: RunContext, data: _Material, executor: ExecutorConfig | None) -> 
         PromptInput(
             workspace=ctx.workspace,
             agent=ctx.agent,
-            context=data.run.context,
+            wakes=data.wakes,
+            max_wakes=ctx.workspace.settings.prompt_max_wakes,
+            max_wake_bytes=ctx.workspace.settings.prompt_max_wake_bytes,
             task=ctx.task,
             project=ctx.project,
             comments=data.comments,
@@ -191,12 +217,16 @@ def _full(ctx: RunContext, data: _Material, executor: ExecutorConfig | None) -> 
 def _delta(ctx: RunContext, data: _Material) -> str:
     assert ctx.agent is not None
     assert ctx.task is not None
+    assert ctx.workspace is not None
     assert data.prior is not None
+    settings = ctx.workspace.settings
     return build_delta_prompt(
         DeltaInput(
             agent=ctx.agent,
             task=ctx.task,
-            context=data.run.context,
+            wakes=data.wakes,
+            max_wakes=settings.prompt_max_wakes,
+            max_wake_bytes=settings.prompt_max_wake_bytes,
             run_id=data.run.id,
             prior_run_id=data.prior.run_id,
             since=_since(data),
@@ -229,6 +259,7 @@ async def build_run_prompt(
     """
     data, kind = await _material(ctx, executor, cwd)
     ctx.run = data.run
+    ctx.wakes = data.wakes
     if ctx.task is not None:
         ctx.extras[PRIOR_SESSION] = data.prior  # the session the prompt kind was chosen for
     full = _full(ctx, data, executor)

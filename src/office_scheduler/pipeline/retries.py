@@ -32,7 +32,6 @@ from office_scheduler.domain.status import (
     WakeSource,
 )
 from office_scheduler.pipeline.context import RunContext
-from office_scheduler.pipeline.guards import is_review_wake
 from office_scheduler.retry import (
     JITTER,
     RESET_MARGIN,
@@ -266,18 +265,20 @@ async def _pause_if_failing(ctx: RunContext, run: Run) -> None:
     log.warning("agent_paused_after_escalations", agent_id=agent.id, escalations=streak)
 
 
-def stale_retry_reason(run: Run, task: Task | None) -> RunReason | None:
+def stale_retry_reason(run: Run, task: Task | None, *, reviewer: bool) -> RunReason | None:
     """Why a due scheduled retry must be cancelled instead of promoted, or ``None``.
 
     ``retry_task_cancelled``: the task vanished, ended (done, cancelled) or was archived.
     ``retry_stale_assignee``: the task now belongs to another agent (for a review wake: the
     agent is no longer a reviewer). Explicit ``queue_run`` runs may be for any agent.
+    ``reviewer``: whether the run carries a review-stage wake
+    (:attr:`~office_scheduler.domain.models.RunWakes.reviewer`).
     """
     if run.task_id is None:
         return None
     if task is None or task.state.is_terminal or task.archived_at is not None:
         return RunReason.RETRY_TASK_CANCELLED
-    if is_review_wake(run):
+    if reviewer:
         if run.agent_id not in task.reviewers:
             return RunReason.RETRY_STALE_ASSIGNEE
     elif run.source is not WakeSource.QUEUE_RUN and task.assignee_agent_id != run.agent_id:

@@ -39,19 +39,20 @@ def _scope_label(store: Store, scope: str) -> str:
         return f"routine {routine_id}"
 
 
-def write_summary(store: Store, run: Run, agent_name: str) -> ContinuationSummary:
+def write_summary(store: Store, run: Run, agent_name: str, scope: str) -> ContinuationSummary:
     """Build the summary of the run's scope from the store and upsert it (blocking).
 
     Args:
         store: the store.
         run: the ended, successful, taskless run (``finished_at`` set, UTC).
         agent_name: the run's agent's name.
+        scope: the run's summary scope (:func:`~office_scheduler.summary.summary_scope`
+            of its merged wakes).
 
     Returns:
         The stored summary.
     """
     assert run.finished_at is not None
-    scope = summary_scope(run.context)
     previous = store.summaries.get_summary(run.agent_id, scope)
     since = previous.updated_at if previous else run.finished_at - FIRST_WINDOW
     blockers = store.summaries.active_blockers(run.agent_id)
@@ -95,6 +96,7 @@ def summary_after_end(ctx: RunContext, outcome: Outcome) -> AfterEnd | None:
         return None
     store = ctx.deps.store
     name = ctx.agent.name if ctx.agent is not None else ctx.run.agent_id
+    scope = summary_scope(ctx.wakes.entries if ctx.wakes is not None else ())
 
     def write(run: Run) -> list[RunEventRow]:
         if run.status is not RunStatus.FINISHED:
@@ -102,7 +104,7 @@ def summary_after_end(ctx: RunContext, outcome: Outcome) -> AfterEnd | None:
         at = run.finished_at or ctx.deps.clock.now()
         try:
             with store.db.transaction() as conn, conn.begin_nested():
-                stored = write_summary(store, run, name)
+                stored = write_summary(store, run, name, scope)
         except Exception as exc:  # the run has ended; a summary problem must not undo it
             if is_connection_lost(exc):
                 raise

@@ -1,10 +1,11 @@
 """Prompt assembly (pure functions): the full wake prompt and the resume delta.
 
-:func:`build_prompt` names why the agent was woken (every merged wake with its payload),
-the task, project and workspace, the agent's instructions, for taskless runs a slice
-of the continuation summary, and how to act (:func:`act_route`: the office MCP tools where
-the executor wires them in, else the ``office`` command). :func:`build_delta_prompt` is
-what a resumed session gets: only what is new. :func:`choose_prompt_kind` decides between
+:func:`build_prompt` names why the agent was woken (the merged wakes with their payloads,
+bounded: the newest and every decision-carrying one in full, the rest summarised), the
+task, project and workspace, the agent's instructions, for taskless runs a slice of the
+continuation summary, and how to act (:func:`act_route`: the office MCP tools where the
+executor wires them in, else the ``office`` command). :func:`build_delta_prompt` is what
+a resumed session gets: only what is new. :func:`choose_prompt_kind` decides between
 them. See ``docs/prompts.md``.
 """
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from office_scheduler.domain.models import Agent, Comment, ContextEntry, Task
+from office_scheduler.domain.models import Agent, Comment, RunWakes, Task
 from office_scheduler.domain.status import TERMINAL_TASK_STATES
 from office_scheduler.domain.summaries import ApprovalDecision
 from office_scheduler.prompts.full import MAX_COMMENTS, MAX_LISTED_TASKS, comment_lines, task_line
 from office_scheduler.prompts.text import clean, fenced, one_line
-from office_scheduler.prompts.wakes import wake_section
+from office_scheduler.prompts.wakes import DEFAULT_MAX_WAKE_BYTES, DEFAULT_MAX_WAKES, wake_section
 
 _TERMINAL = {state.value for state in TERMINAL_TASK_STATES}
 
@@ -107,11 +107,13 @@ class DeltaInput:
         blockers: the tasks named in ``task.blocked_by`` now.
         children: the task's subtasks now.
         decisions: approvals of the task decided since ``since``, oldest first.
+        wakes: the wakes merged into the run (bounded view), shown under the same budget
+            as in the full prompt (``max_wakes``, ``max_wake_bytes``).
     """
 
     agent: Agent
     task: Task
-    context: Sequence[ContextEntry]
+    wakes: RunWakes
     run_id: int
     prior_run_id: int
     since: datetime
@@ -121,6 +123,8 @@ class DeltaInput:
     children: Sequence[Task] = ()
     decisions: Sequence[ApprovalDecision] = ()
     agent_names: Mapping[str, str] = field(default_factory=dict)
+    max_wakes: int = DEFAULT_MAX_WAKES
+    max_wake_bytes: int = DEFAULT_MAX_WAKE_BYTES
 
 
 def new_comments(data: DeltaInput) -> list[Comment]:
@@ -211,11 +215,13 @@ def build_delta_prompt(data: DeltaInput) -> str:
         "was told before still apply; below is only what changed.",
         "",
         *wake_section(
-            data.context,
+            data.wakes,
             run_id=data.run_id,
             names=data.agent_names,
             comments=data.comments,
             listed={comment.id for comment in shown},
+            max_wakes=data.max_wakes,
+            max_bytes=data.max_wake_bytes,
         ),
         "",
         "## Task changes",

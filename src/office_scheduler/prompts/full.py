@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from office_scheduler.domain.models import Agent, Comment, ContextEntry, Project, Task, Workspace
+from office_scheduler.domain.models import Agent, Comment, Project, RunWakes, Task, Workspace
 from office_scheduler.domain.summaries import ContinuationSummary
 from office_scheduler.prompts.acting import ActRoute, how_to_act
 from office_scheduler.prompts.text import clean, fenced, one_line
-from office_scheduler.prompts.wakes import wake_section
+from office_scheduler.prompts.wakes import DEFAULT_MAX_WAKE_BYTES, DEFAULT_MAX_WAKES, wake_section
 
 #: Most recent comments shown in a full prompt.
 MAX_COMMENTS = 20
@@ -33,18 +33,21 @@ class PromptInput:
     """Everything the full wake prompt is built from.
 
     Attributes:
-        context: every wake merged into the run, oldest first.
+        wakes: the wakes merged into the run (bounded view).
         comments: the task's comments, oldest first (the last 20 are shown).
         blockers: the tasks named in ``task.blocked_by`` (open or done).
         agent_names: agent id → name, to name agents mentioned in payloads.
         summary: the continuation summary of the run's scope (taskless runs only).
         act_via: how the agent acts: the office MCP tools or the ``office`` command
             (:func:`~office_scheduler.prompts.acting.act_route` of the run's executor).
+        max_wakes: most merged wakes shown in full (workspace ``prompt_max_wakes``).
+        max_wake_bytes: budget of the wake section in UTF-8 bytes (workspace
+            ``prompt_max_wake_bytes``).
     """
 
     workspace: Workspace
     agent: Agent
-    context: Sequence[ContextEntry]
+    wakes: RunWakes
     task: Task | None = None
     project: Project | None = None
     comments: Sequence[Comment] = ()
@@ -54,6 +57,8 @@ class PromptInput:
     agent_names: Mapping[str, str] = field(default_factory=dict)
     summary: ContinuationSummary | None = None
     act_via: ActRoute = ActRoute.CLI
+    max_wakes: int = DEFAULT_MAX_WAKES
+    max_wake_bytes: int = DEFAULT_MAX_WAKE_BYTES
 
 
 def summary_slice(content: str, limit: int = SUMMARY_SLICE_CHARS) -> str:
@@ -157,11 +162,12 @@ def build_prompt(data: PromptInput) -> str:
     """Assemble the full wake prompt as markdown (pure and deterministic).
 
     Sections, in order: the agent's instructions and the workspace; why it was woken
-    (every merged wake with its payload, oldest first); the project; the task with its
-    blockers, subtasks and last 20 comments; for taskless runs, a 1,500-character slice of
-    the continuation summary; how to act (the office MCP tools, or the ``office`` command
-    for executors without them; ``data.act_via``). Text written by
-    people or agents is cleaned, capped and fenced.
+    (the merged wakes with their payloads, oldest first, bounded by ``max_wakes`` and
+    ``max_wake_bytes``: see :func:`~office_scheduler.prompts.wakes.wake_section`); the
+    project; the task with its blockers, subtasks and last 20 comments; for taskless runs,
+    a 1,500-character slice of the continuation summary; how to act (the office MCP tools,
+    or the ``office`` command for executors without them; ``data.act_via``). Text written
+    by people or agents is cleaned, capped and fenced.
 
     Returns:
         The prompt, ending with a newline.
@@ -169,11 +175,13 @@ def build_prompt(data: PromptInput) -> str:
     lines = _header(data)
     listed = {c.id for c in list(data.comments)[-MAX_COMMENTS:]} if data.task else set()
     wakes = wake_section(
-        data.context,
+        data.wakes,
         run_id=data.run_id,
         names=data.agent_names,
         comments=data.comments,
         listed=listed,
+        max_wakes=data.max_wakes,
+        max_bytes=data.max_wake_bytes,
     )
     lines += ["", *wakes]
     if data.project is not None:

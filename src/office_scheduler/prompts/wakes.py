@@ -1,4 +1,4 @@
-"""The "Why you were woken" section: one entry per merged wake, with its payload.
+"""The "Why you were woken" section: the merged wakes, bounded, each with its payload.
 
 Each wake source gets a title and, where its payload says more than ids, a few readable
 lines (missed ticks, rejection context, approval decisions, agent errors, budget alerts);
@@ -8,11 +8,12 @@ specification "Wakeup sources".
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from office_scheduler.domain.models import Comment, ContextEntry
+from office_scheduler.domain.models import Comment, ContextEntry, RunWakes
+from office_scheduler.domain.status import WakeSource
 from office_scheduler.prompts.text import (
     MAX_FIELD_CHARS,
     clean,
@@ -213,27 +214,121 @@ def wake_entry(
     return lines
 
 
+#: Default budget of the section: entries shown in full, and UTF-8 bytes (workspace
+#: settings ``prompt_max_wakes`` / ``prompt_max_wake_bytes``).
+DEFAULT_MAX_WAKES = 20
+DEFAULT_MAX_WAKE_BYTES = 12_000
+#: Bytes kept free for each per-source summary line while choosing the entries.
+_SUMMARY_LINE_RESERVE = 300
+
+
+def _size(lines: Sequence[str]) -> int:
+    return sum(len(line.encode("utf-8")) + 1 for line in lines)
+
+
+def _chosen(
+    wakes: RunWakes,
+    render: Callable[[ContextEntry], list[str]],
+    *,
+    max_wakes: int,
+    budget: int,
+) -> list[ContextEntry]:
+    """The entries shown in full: decision-carrying ones, the newest, then newer first.
+
+    Decision-carrying wakes and the newest wake are always shown; other wakes, newest
+    first, while fewer than ``max_wakes`` are shown and their lines fit in ``budget``.
+    """
+    newest_first = sorted(wakes.entries, key=lambda entry: entry.request_id, reverse=True)
+    keep = {entry.request_id for entry in newest_first if entry.request_id in wakes.decisions}
+    if newest_first:
+        keep.add(newest_first[0].request_id)
+    used = sum(_size(render(entry)) for entry in newest_first if entry.request_id in keep)
+    for entry in newest_first:
+        if len(keep) >= max_wakes:
+            break
+        if entry.request_id in keep:
+            continue
+        size = _size(render(entry))
+        if used + size > budget:
+            break
+        keep.add(entry.request_id)
+        used += size
+    return [entry for entry in reversed(newest_first) if entry.request_id in keep]
+
+
+def _tally_line(wakes: RunWakes) -> str:
+    counts = ", ".join(f"{tally.source.value} {tally.count:,}" for tally in wakes.tallies)
+    return f"{wakes.total:,} wakes were merged into this run; by source: {counts}."
+
+
+def _summary_lines(wakes: RunWakes, shown: Sequence[ContextEntry], run_id: int) -> list[str]:
+    """One line per source with wakes not shown: how many, first and last time, where."""
+    shown_of: dict[WakeSource, int] = {}
+    for entry in shown:
+        shown_of[entry.source] = shown_of.get(entry.source, 0) + 1
+    lines: list[str] = []
+    for tally in wakes.tallies:
+        rest = tally.count - shown_of.get(tally.source, 0)
+        if rest <= 0:
+            continue
+        lines.append(
+            f"- {tally.source.value}: {rest:,} more not shown ({tally.count:,} in all, first "
+            f"at {tally.first_at.isoformat()}, last at {tally.last_at.isoformat()}); "
+            f"read them all with `office wakeups list --run {run_id}`."
+        )
+    return lines
+
+
 def wake_section(
-    context: Sequence[ContextEntry],
+    wakes: RunWakes,
     *,
     run_id: int,
     names: Mapping[str, str],
     comments: Sequence[Comment] = (),
     listed: AbstractSet[str] = frozenset(),
+    max_wakes: int = DEFAULT_MAX_WAKES,
+    max_bytes: int = DEFAULT_MAX_WAKE_BYTES,
 ) -> list[str]:
-    """The whole "Why you were woken" section: every merged wake, oldest first.
+    """The "Why you were woken" section, bounded however many wakes the run absorbed.
+
+    Shown in full, oldest first: the newest wakes up to ``max_wakes`` entries and
+    ``max_bytes`` UTF-8 bytes of the section, and always the newest wake and every
+    decision-carrying wake the bounded read returned (approval results, rejections, agent
+    errors, budget alerts, missed-tick summaries; with the comment a rejection refers to
+    quoted). When some are left out, the section says how many wakes were merged per
+    source, and ends with one line per source summarising the rest: how many, the first
+    and last time, and the command that lists them all (``office wakeups list --run N``).
 
     Args:
-        context: the run's merged wakes.
+        wakes: the run's merged wakes (bounded view).
         run_id: the run they were merged into.
         names: agent id → name.
         comments: comments a ``comment`` wake may quote.
         listed: ids of comments the prompt quotes elsewhere (not repeated here).
+        max_wakes: most entries shown in full (decision-carrying ones count too).
+        max_bytes: the section's budget in UTF-8 bytes (the newest wake and the
+            decision-carrying ones are shown even past it).
     """
     by_id = {comment.id: comment for comment in comments}
-    lines = [f"## Why you were woken ({len(context)} wake(s) merged into run {run_id})"]
-    if not context:
-        lines.append("No wake reason was recorded.")
-    for index, entry in enumerate(context, start=1):
-        lines += wake_entry(index, entry, names=names, comments=by_id, listed=listed)
+
+    def render(entry: ContextEntry, index: int = 0) -> list[str]:
+        return wake_entry(index, entry, names=names, comments=by_id, listed=listed)
+
+    header = [f"## Why you were woken ({wakes.total} wake(s) merged into run {run_id})"]
+    if not wakes.entries:
+        return [*header, "No wake reason was recorded."]
+    budget = max_bytes - _size(header) - _SUMMARY_LINE_RESERVE * (len(wakes.tallies) + 1)
+    shown = _chosen(wakes, render, max_wakes=max_wakes, budget=budget)
+    rest = _summary_lines(wakes, shown, run_id)
+    if rest:
+        header += [
+            _tally_line(wakes),
+            f"Shown in full: {len(shown)} of them (the newest, and every one that carries a "
+            "decision); the others are summarised per source after them.",
+        ]
+    lines = list(header)
+    for index, entry in enumerate(shown, start=1):
+        lines += render(entry, index)
+    if rest:
+        lines += ["", "Not shown in full:", *rest]
     return lines

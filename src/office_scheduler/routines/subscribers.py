@@ -61,7 +61,8 @@ class RoutineRunSubscribers:
         status = _RUN_ENDINGS.get(run.status)
         if run.task_id is not None or status is None:
             return
-        if all(entry.source is not WakeSource.ROUTINE for entry in run.context):
+        sources = event.wake_sources
+        if sources is not None and WakeSource.ROUTINE not in sources:
             return  # only a run a routine's wake landed in is linked to a routine run
         reason = run.reason.value if run.reason else None
         await asyncio.to_thread(

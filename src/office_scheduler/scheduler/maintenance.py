@@ -206,10 +206,12 @@ class MaintenanceLoop(OwnedLoop):
         now = self._clock.now()
         promoted: list[int] = []
         for run in await asyncio.to_thread(queue.due_retries, now=now):
-            task = None
+            task, reviewer = None, False
             if run.task_id is not None:
                 task = await asyncio.to_thread(self._store.office.find_task, run.task_id)
-            reason = stale_retry_reason(run, task)
+                wakes = await asyncio.to_thread(queue.run_wakes, run.id, newest=1)
+                reviewer = wakes.reviewer
+            reason = stale_retry_reason(run, task, reviewer=reviewer)
             if reason is not None:
                 cancelled = await self._write(queue.cancel_retry, run.id, reason=reason, now=now)
                 if cancelled is not None:

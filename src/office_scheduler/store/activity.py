@@ -21,7 +21,7 @@ from office_scheduler.domain.status import SKIP_OR_CANCEL_REASONS, RunStatus
 from office_scheduler.store.engine import Database
 from office_scheduler.store.pagination import Page, check_limit, decode_cursor, make_page
 from office_scheduler.store.rows import activity_from_row
-from office_scheduler.store.schema import activity_log
+from office_scheduler.store.schema import activity_log, wakeup_requests
 from office_scheduler.store.sql import all_rows, first_row, missing_reference
 from office_scheduler.store.validation import clean_text
 
@@ -29,6 +29,15 @@ from office_scheduler.store.validation import clean_text
 SYSTEM_ACTOR = "system"
 #: The actor of what a person does (an admin token).
 USER_ACTOR = "user"
+
+#: Most wakeup ids a ``run_skipped``/``run_cancelled`` entry names (the newest).
+MAX_SKIP_WAKEUP_IDS = 50
+_NEWEST_WAKEUP_IDS = (
+    sa.select(wakeup_requests.c.id)
+    .where(wakeup_requests.c.run_id == sa.bindparam("run_id"))
+    .order_by(wakeup_requests.c.id.desc())
+    .limit(MAX_SKIP_WAKEUP_IDS)
+)
 
 
 def agent_actor(agent_id: str) -> str:
@@ -228,13 +237,17 @@ class ActivityMethods:
             found = [activity_from_row(row) for row in all_rows(conn, query)]
         return make_page(found, limit=limit, key=_activity_key)
 
-    def log_run_skip(self, run: Run, *, now: datetime) -> ActivityEntry | None:
+    def log_run_skip(
+        self, run: Run, *, now: datetime, wakeup_ids: Sequence[int] | None = None
+    ) -> ActivityEntry | None:
         """Log a run that ended without launching because a guard stopped it.
 
         Kind ``run_cancelled`` for a cancelled run, ``run_skipped`` otherwise; actor
-        ``system``; ``data`` holds ``reason``, ``status``, ``source`` and the merged
-        ``wakeup_ids``. Reasons outside :data:`SKIP_OR_CANCEL_REASONS` (completions,
-        failures, the idle skip that logs itself) are not logged.
+        ``system``; ``data`` holds ``reason``, ``status``, ``source``, ``wakeup_count``
+        (the run's merged wakes) and ``wakeup_ids`` (the newest
+        :data:`MAX_SKIP_WAKEUP_IDS` of them; read here when the caller does not pass
+        them). Reasons outside :data:`SKIP_OR_CANCEL_REASONS` (completions, failures, the
+        idle skip that logs itself) are not logged.
 
         Returns:
             The entry, or ``None`` when the run's reason is not a skip or cancel.
@@ -244,6 +257,10 @@ class ActivityMethods:
         assert run.reason is not None
         cancelled = run.status is RunStatus.CANCELLED
         verb = "cancelled" if cancelled else "skipped"
+        if wakeup_ids is None:
+            with self._db.read() as conn:
+                found = conn.execute(_NEWEST_WAKEUP_IDS, {"run_id": run.id}).scalars()
+                wakeup_ids = sorted(found)
         return self.add_activity(
             workspace_id=run.workspace_id,
             kind=f"run_{verb}",
@@ -256,6 +273,7 @@ class ActivityMethods:
                 "reason": run.reason.value,
                 "status": run.status.value,
                 "source": run.source.value,
-                "wakeup_ids": [entry.request_id for entry in run.context],
+                "wakeup_count": run.coalesced_count,
+                "wakeup_ids": list(wakeup_ids)[-MAX_SKIP_WAKEUP_IDS:],
             },
         )

@@ -40,6 +40,16 @@ _PROJECT_CHANGES = frozenset({"description", "directory", "executor", "repos"})
 #: Bounds of ``recovery_lookback_hours``; values outside are clamped on write.
 MIN_LOOKBACK_HOURS = 1
 MAX_LOOKBACK_HOURS = 720
+#: Bounds of ``prompt_max_wakes`` and ``prompt_max_wake_bytes`` (checked on write).
+PROMPT_MAX_WAKES_RANGE = (1, 500)
+PROMPT_MAX_WAKE_BYTES_RANGE = (1_000, 200_000)
+
+
+def _bounded(value: object, bounds: tuple[int, int], field: str) -> int:
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInputError(f"{field} must be a whole number from {low} to {high}", field=field)
+    return value
 
 
 def _settings_values(settings: WorkspaceSettings) -> dict[str, Any]:
@@ -59,6 +69,12 @@ def _settings_values(settings: WorkspaceSettings) -> dict[str, Any]:
         "coalesce_window_s": settings.coalesce_window.total_seconds(),
         # Clamped on write to 1..720 hours (specification "Recovery sweep").
         "recovery_lookback_hours": min(max(lookback, MIN_LOOKBACK_HOURS), MAX_LOOKBACK_HOURS),
+        "prompt_max_wakes": _bounded(
+            settings.prompt_max_wakes, PROMPT_MAX_WAKES_RANGE, "prompt_max_wakes"
+        ),
+        "prompt_max_wake_bytes": _bounded(
+            settings.prompt_max_wake_bytes, PROMPT_MAX_WAKE_BYTES_RANGE, "prompt_max_wake_bytes"
+        ),
         "default_executor": settings.default_executor,
         "executors": executors,
     }

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import NotFoundError
-from office_scheduler.domain.models import ContextEntry, Run, WakeRequest, WakeupRequest
+from office_scheduler.domain.models import Run, WakeRequest, WakeupRequest
 from office_scheduler.domain.status import (
     CLAIMABLE_AGENT_STATUSES,
     Classification,
@@ -31,8 +31,9 @@ from office_scheduler.store.queue_common import get_run, insert_run_events, lock
 from office_scheduler.store.queue_heads import reconcile_heads, refresh_heads
 from office_scheduler.store.recovery import RecoveryQueries
 from office_scheduler.store.retries import RetryTransitions
-from office_scheduler.store.rows import context_to_json, run_from_row, wakeup_from_row
+from office_scheduler.store.rows import run_from_row, wakeup_from_row
 from office_scheduler.store.run_transitions import RunTransitions
+from office_scheduler.store.run_wakes import RunWakesQueries
 from office_scheduler.store.schema import (
     AGENT_CLAIMABLE_AT,
     LIVE_RUNS_PREDICATE,
@@ -112,9 +113,15 @@ _INSERT_RUN = sa.insert(runs).returning(*runs.c)
 _WAKEUP_BY_KEY = sa.select(wakeup_requests).where(
     wakeup_requests.c.idempotency_key == sa.bindparam("key")
 )
+#: One merged wake: a counter and (in the parameters) the classification, source and hold.
+#: What was merged before is never rewritten: the wake is its own wakeup request row.
 _MERGE_RUN = (
     sa.update(runs)
     .where(runs.c.id == sa.bindparam("run_id"), runs.c.status == sa.bindparam("read_status"))
+    .values(
+        context_version=runs.c.context_version + 1,
+        coalesced_count=runs.c.coalesced_count + 1,
+    )
     .returning(*runs.c)
 )
 
@@ -256,8 +263,11 @@ def _claim_event(run: Run, node_id: str, now: datetime) -> dict[str, Any]:
     }
 
 
-class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
-    """Wakeup requests and runs: intake, claim, lookups, transitions, retries, recovery."""
+class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries, RunWakesQueries):
+    """Wakeup requests and runs: intake, claim, lookups, transitions, retries, recovery.
+
+    Also the bounded read of a run's merged wakes (:class:`RunWakesQueries`).
+    """
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -313,13 +323,6 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                 writes.write_outcomes(conn)  # the original may be one of this group's wakes
                 return self._duplicate(conn, request.idempotency_key)
             stored = wakeup_from_row(inserted)
-
-            entry = ContextEntry(
-                request_id=stored.id,
-                source=request.source,
-                payload=request.payload,
-                requested_at=now,
-            )
             merged: Run | None = None
             in_flight: Run | None = None
             # The agent lock keeps other intakes out, but a pipeline may still move the
@@ -335,12 +338,12 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                 decision = decide(request, in_flight)
                 if decision is MergeDecision.CREATE or in_flight is None:
                     break
-                merged = self._merge(conn, in_flight, request, entry, decision, now=now)
+                merged = self._merge(conn, in_flight, request, decision, now=now)
                 if merged is not None:
                     writes.activities.append(_coalesce_activity(request, stored.id, in_flight, now))
                     break
             if merged is None:
-                run = self._create_run(conn, request, entry, now=now, hold=hold)
+                run = self._create_run(conn, request, now=now, hold=hold)
                 status, outcome = WakeupStatus.CLAIMED, IntakeOutcome.CREATED
             else:
                 run = merged
@@ -379,7 +382,6 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         self,
         conn: Connection,
         request: WakeRequest,
-        entry: ContextEntry,
         *,
         now: datetime,
         hold: timedelta,
@@ -387,7 +389,6 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         values = {
             **_request_columns(request),
             "status": RunStatus.QUEUED.value,
-            "context_snapshot": [context_to_json(entry)],
             "context_version": 1,
             "coalesced_count": 1,
             "requested_at": now,
@@ -400,21 +401,21 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         conn: Connection,
         run: Run,
         request: WakeRequest,
-        entry: ContextEntry,
         decision: MergeDecision,
         *,
         now: datetime,
     ) -> Run | None:
-        """Merge ``entry`` into ``run`` if it is still in the status it was read in.
+        """Count ``request`` into ``run`` if it is still in the status it was read in.
+
+        O(1) whatever the run already carries: the wake itself is its wakeup request
+        (pointed at the run by the caller's outcome write); the run only gains one in
+        ``context_version`` and ``coalesced_count``, and maybe a promotion and an earlier
+        ``not_before``.
 
         Returns:
             The merged run, or ``None`` when the run moved on meanwhile (nothing written).
         """
-        changes: dict[str, Any] = {
-            "context_snapshot": [context_to_json(e) for e in (*run.context, entry)],
-            "context_version": run.context_version + 1,
-            "coalesced_count": run.coalesced_count + 1,
-        }
+        changes: dict[str, Any] = {}
         if decision is MergeDecision.COALESCE_AND_PROMOTE:
             changes["classification"] = Classification.EVENT.value
             changes["source"] = request.source.value

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from office_scheduler.domain.models import (
@@ -14,7 +14,6 @@ from office_scheduler.domain.models import (
     ApiToken,
     Approval,
     Comment,
-    ContextEntry,
     ExecutorConfig,
     InboxItem,
     Project,
@@ -76,6 +75,8 @@ def settings_from_row(row: Row | None) -> WorkspaceSettings:
     return WorkspaceSettings(
         coalesce_window=timedelta(seconds=row["coalesce_window_s"]),
         recovery_lookback_hours=row["recovery_lookback_hours"],
+        prompt_max_wakes=row["prompt_max_wakes"],
+        prompt_max_wake_bytes=row["prompt_max_wake_bytes"],
         default_executor=row["default_executor"],
         executors=executors,
     )
@@ -175,26 +176,6 @@ def comment_from_row(row: Row) -> Comment:
     )
 
 
-def context_to_json(entry: ContextEntry) -> dict[str, Any]:
-    """Serialise one merged wake for ``runs.context_snapshot``."""
-    return {
-        "request_id": entry.request_id,
-        "source": entry.source.value,
-        "payload": entry.payload,
-        "requested_at": entry.requested_at.isoformat(),
-    }
-
-
-def context_from_json(data: Mapping[str, Any]) -> ContextEntry:
-    """One merged wake from ``runs.context_snapshot``."""
-    return ContextEntry(
-        request_id=int(data["request_id"]),
-        source=WakeSource(data["source"]),
-        payload=dict(data.get("payload") or {}),
-        requested_at=datetime.fromisoformat(data["requested_at"]),
-    )
-
-
 def wakeup_from_row(row: Row) -> WakeupRequest:
     """A wakeup request from its row."""
     return WakeupRequest(
@@ -226,7 +207,6 @@ def run_from_row(row: Row) -> Run:
         reason=RunReason(row["reason"]) if row["reason"] else None,
         error=row["error"],
         idempotency_key=row["idempotency_key"],
-        context=tuple(context_from_json(e) for e in row["context_snapshot"] or ()),
         context_version=row["context_version"],
         coalesced_count=row["coalesced_count"],
         requested_at=row["requested_at"],

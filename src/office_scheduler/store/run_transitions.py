@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import NotFoundError
-from office_scheduler.domain.models import ContextEntry, Run
+from office_scheduler.domain.models import Run
 from office_scheduler.domain.notifications import NotificationEvent
 from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunReason, RunStatus
 from office_scheduler.store.engine import Database
@@ -27,7 +27,7 @@ from office_scheduler.store.queue_common import (
     stamp_cooldown,
 )
 from office_scheduler.store.queue_heads import lock_agents_of_runs, refresh_heads
-from office_scheduler.store.rows import context_to_json, run_from_row
+from office_scheduler.store.rows import run_from_row
 from office_scheduler.store.schema import agents, runs, tasks, wakeup_requests
 from office_scheduler.store.sql import insert
 from office_scheduler.store.tokens import revoke_run_tokens
@@ -52,6 +52,13 @@ def _mark_running(*, fence_node: bool, fence_claim: bool) -> sa.Update:
     )
 
 
+#: The wakes of run ``run_id`` after its first ``seen`` (merged after that version).
+_MERGED_AFTER = (
+    sa.select(wakeup_requests.c.id, wakeup_requests.c.source)
+    .where(wakeup_requests.c.run_id == sa.bindparam("run_id"))
+    .order_by(wakeup_requests.c.id)
+    .offset(sa.bindparam("seen"))
+)
 _SET_PID = sa.update(runs).where(runs.c.id == sa.bindparam("run_id"))
 _CHECKOUT_TASK = sa.update(tasks).where(
     tasks.c.id == sa.bindparam("task_id"), tasks.c.checkout_agent_id.is_(None)
@@ -247,7 +254,7 @@ class RunTransitions:
                 and seen_version is not None
                 and run.context_version > seen_version
             ):
-                self._hand_over(conn, run, run.context[seen_version:], now)
+                self._hand_over(conn, run, seen_version, now)
             if run.started_at is not None:
                 stamp_cooldown(conn, agent, now)
             if run.status is RunStatus.FAILED:
@@ -267,26 +274,31 @@ class RunTransitions:
                 )
             return run
 
-    def _hand_over(
-        self, conn: Connection, run: Run, entries: Sequence[ContextEntry], now: datetime
-    ) -> None:
+    def _hand_over(self, conn: Connection, run: Run, seen_version: int, now: datetime) -> None:
+        """Move the wakes merged after version ``seen_version`` to a new queued run.
+
+        A run's wakes are its wakeup requests in id order (merges happen under the agent
+        lock, so ids follow the merge order) and version ``v`` is its first ``v`` wakes.
+        """
+        moved = conn.execute(_MERGED_AFTER, {"run_id": run.id, "seen": seen_version}).all()
+        if not moved:
+            return
         stmt = insert(conn)(runs).values(
             workspace_id=run.workspace_id,
             agent_id=run.agent_id,
             task_id=run.task_id,
-            source=entries[0].source.value,
+            source=moved[0].source,
             classification=run.classification.value,
             status=RunStatus.QUEUED.value,
-            context_snapshot=[context_to_json(e) for e in entries],
-            context_version=1,
-            coalesced_count=len(entries),
+            context_version=len(moved),
+            coalesced_count=len(moved),
             requested_at=now,
             not_before=now,
         )
         new_id = conn.execute(stmt.returning(runs.c.id)).scalar_one()
         conn.execute(
             sa.update(wakeup_requests)
-            .where(wakeup_requests.c.id.in_([e.request_id for e in entries]))
+            .where(wakeup_requests.c.run_id == run.id, wakeup_requests.c.id >= moved[0].id)
             .values(run_id=new_id)
         )
         refresh_heads(conn, [run.agent_id])  # the caller holds the agent lock

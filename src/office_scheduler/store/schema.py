@@ -52,6 +52,8 @@ workspace_settings = sa.Table(
     sa.Column("workspace_id", sa.ForeignKey("workspaces.id", ondelete="CASCADE"), primary_key=True),
     sa.Column("coalesce_window_s", sa.Float(), nullable=False, server_default="5"),
     sa.Column("recovery_lookback_hours", sa.Integer(), nullable=False, server_default="24"),
+    sa.Column("prompt_max_wakes", sa.Integer(), nullable=False, server_default="20"),
+    sa.Column("prompt_max_wake_bytes", sa.Integer(), nullable=False, server_default="12000"),
     sa.Column("default_executor", sa.String(200)),
     sa.Column("executors", json_type(), nullable=False),
     _ts("updated_at", nullable=False),
@@ -212,7 +214,8 @@ wakeup_requests = sa.Table(
     sa.Column("run_id", sa.BigInteger()),
     _ts("requested_at", nullable=False),
     sa.Index("ix_wakeup_requests_agent_requested", "agent_id", "requested_at"),
-    sa.Index("ix_wakeup_requests_run", "run_id"),
+    # A run's merged wakes, newest first (its bounded view and the paged listing).
+    sa.Index("ix_wakeup_requests_run_id_id", "run_id", "id"),
 )
 
 #: ``status IN ('claimed', 'running')`` with literal values: SQLite uses a partial index
@@ -232,7 +235,6 @@ runs = sa.Table(
     sa.Column("reason", sa.String(60)),
     sa.Column("error", sa.Text()),
     sa.Column("idempotency_key", sa.String(600), unique=True),  # scope + 500 (0006)
-    sa.Column("context_snapshot", json_type(), nullable=False),
     sa.Column("context_version", sa.Integer(), nullable=False, server_default="1"),
     sa.Column("coalesced_count", sa.Integer(), nullable=False, server_default="1"),
     _ts("requested_at", nullable=False),

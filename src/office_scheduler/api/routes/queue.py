@@ -104,13 +104,22 @@ async def get_run(
     principal: PrincipalDep,
     events_after: Annotated[int, Query(ge=0, le=MAX_ID, description="event id")] = 0,
     events_limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    wakes_limit: Limit = 20,
+    wakes_cursor: Cursor = None,
 ) -> RunDetailOut:
-    """One run with its prompt and its event log (events with an id above ``events_after``)."""
+    """One run with its prompt, its event log and one page of its merged wakes.
+
+    Events with an id above ``events_after``; wakes newest first, ``wakes_limit`` per
+    page from ``wakes_cursor`` (the ``wakes_next_cursor`` of the previous page).
+    """
     run = await load_run(service, principal, run_id)
     events = await asyncio.to_thread(
         service.store.runlog.list_run_events, run_id, after_id=events_after, limit=events_limit
     )
-    return run_detail(run, [RunEventOut.model_validate(event) for event in events])
+    wakes = await asyncio.to_thread(
+        service.store.listing.list_wakeups, run_id=run_id, limit=wakes_limit, cursor=wakes_cursor
+    )
+    return run_detail(run, [RunEventOut.model_validate(event) for event in events], wakes)
 
 
 @router.post("/runs", status_code=202)

@@ -82,8 +82,13 @@ async def runs_page(
 
 
 @router.get("/runs/{run_id}")
-async def run_detail(request: Request, run_id: int, _: SessionDep) -> Response:
-    """A run: merged wake sources, every pipeline decision, prompt, output, result, cost."""
+async def run_detail(
+    request: Request, run_id: int, _: SessionDep, cursor: str | None = None
+) -> Response:
+    """A run: merged wakes, every pipeline decision, prompt, output, result, cost.
+
+    The merged wakes come a page at a time, newest first; ``cursor`` pages on.
+    """
     service = service_of(request)
     scope = await scope_of(request, service)
     if not 1 <= run_id <= MAX_ID:
@@ -93,7 +98,12 @@ async def run_detail(request: Request, run_id: int, _: SessionDep) -> Response:
         raise NotFoundError(f"run {run_id} not found in this workspace", field="run_id")
     events, wakeups, cost = await asyncio.gather(
         asyncio.to_thread(service.store.runlog.list_run_events, run_id, limit=EVENTS_SHOWN),
-        asyncio.to_thread(service.store.listing.list_wakeups, run_id=run_id, limit=PAGE_SIZE),
+        asyncio.to_thread(
+            service.store.listing.list_wakeups,
+            run_id=run_id,
+            limit=PAGE_SIZE,
+            cursor=text(cursor, field="cursor", limit=200) or None,
+        ),
         asyncio.to_thread(dashboard_store(service).run_cost_subcents, run_id),
     )
     task = None
@@ -108,6 +118,8 @@ async def run_detail(request: Request, run_id: int, _: SessionDep) -> Response:
         task=task,
         events=events,
         wakeups=wakeups.items,
+        wakeups_next_cursor=wakeups.next_cursor,
+        base_query=query_without(request, "cursor", "notice", "error"),
         cost=cost,
         cancellable=run.status.value in ("queued", "scheduled_retry", "claimed", "running"),
         error_family=run_error_family(run, events),
