@@ -80,8 +80,9 @@ BACKOFF_TABLE: Final[tuple[timedelta, ...]] = (
 JITTER: Final = 0.25
 #: Added to a parsed reset so the retry lands after the provider's window has really reopened.
 RESET_MARGIN: Final = timedelta(seconds=30)
-#: The failure (counting from 1) that escalates instead of retrying.
-MAX_FAILURES: Final = 4
+#: The failure (counting from 1) that escalates instead of retrying: the fifth, so that each of
+#: the four :data:`BACKOFF_TABLE` entries is used once (the original system's schedule).
+MAX_FAILURES: Final = 5
 
 RetrySource = Literal["rate_limit_parsed", "backoff"]
 
