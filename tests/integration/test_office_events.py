@@ -241,6 +241,54 @@ async def test_children_ending_apart_launch_the_parent_only_at_the_last(office: 
     assert len(office.executor.launches) == 2, "the first assignment and the last child"
 
 
+async def test_archiving_the_last_open_blocker_resolves_it(office: Office) -> None:
+    blocker = await _task(office, title="spec")
+    task = await _started(office, blocked_by=[blocker.id])
+    assert office.executor.launches == [], "held while the blocker is open"
+    await office.service.office.archive_task(blocker.id)
+    assert office.store.office.open_blocker_ids(task.id) == []
+    await _drain(office)
+    resolved = _wakeups(office, office.worker.id)[-1]
+    assert resolved.source is WakeSource.TASK_BLOCKERS_RESOLVED
+    assert resolved.payload == {"task_id": task.id, "resolved_blocker_ids": [blocker.id]}
+    assert [launch.task_id for launch in office.executor.launches] == [task.id]
+
+
+async def test_archiving_the_last_open_child_wakes_the_parent(office: Office) -> None:
+    svc = office.service.office
+    parent = await _task(office, title="parent", assignee=office.coordinator.id)
+    first = await _task(office, title="first", parent_id=parent.id)
+    second = await _task(office, title="second", parent_id=parent.id)
+    await _drain(office)
+    office.clock.advance(timedelta(minutes=1))
+    await svc.update_task(first.id, {"state": TaskState.DONE})
+    await _drain(office)
+    office.clock.advance(timedelta(minutes=1))
+    await svc.archive_task(second.id)
+    await _drain(office)
+    runs = office.store.listing.list_runs(agent_id=office.coordinator.id).items
+    assert [(r.source, r.reason) for r in runs[:2]] == [
+        (WakeSource.TASK_CHILDREN_COMPLETED, RunReason.COMPLETED),
+        (WakeSource.TASK_CHILDREN_COMPLETED, RunReason.CHILDREN_PENDING),
+    ]
+    assert len(office.executor.launches) == 2, "the first assignment and the archived child"
+
+
+async def test_archiving_a_finished_child_does_not_wake_the_parent_again(office: Office) -> None:
+    svc = office.service.office
+    parent = await _task(office, title="parent", assignee=office.coordinator.id)
+    child = await _task(office, title="child", parent_id=parent.id)
+    await _drain(office)
+    office.clock.advance(timedelta(minutes=1))
+    await svc.update_task(child.id, {"state": TaskState.DONE})
+    await _drain(office)
+    before = _wakeups(office, office.coordinator.id)
+    office.clock.advance(timedelta(minutes=1))
+    await svc.archive_task(child.id)
+    await _drain(office)
+    assert _wakeups(office, office.coordinator.id) == before
+
+
 async def test_blocker_cycles_are_rejected(office: Office) -> None:
     first = await _task(office, title="first")
     second = await _task(office, title="second", blocked_by=[first.id])

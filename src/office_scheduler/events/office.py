@@ -6,6 +6,8 @@ each so that no change wakes an agent twice:
 * :class:`TaskCreated` / :class:`TaskAssigned` → ``task_assigned`` for the assignee;
 * :class:`TaskMoved` → the kanban move rules (:meth:`OfficeSubscribers.on_task_moved`);
 * :class:`TaskUpdated` → ``task_blockers_resolved`` when a blocker link was removed;
+* :class:`TaskArchived` → like a move to ``DONE``: archiving is terminal in the
+  specification, so archiving the last open blocker or child wakes the waiting agent;
 * :class:`CommentAdded` → ``comment`` for the assignee (never for its own comment);
 * :class:`ApprovalResolved` → ``approval_resolved`` for the requesting agent.
 
@@ -22,6 +24,7 @@ import structlog
 from office_scheduler.domain.events import (
     ApprovalResolved,
     CommentAdded,
+    TaskArchived,
     TaskAssigned,
     TaskCreated,
     TaskMoved,
@@ -63,6 +66,7 @@ class OfficeSubscribers:
         bus.subscribe(self.on_task_assigned, TaskAssigned)
         bus.subscribe(self.on_task_moved, TaskMoved)
         bus.subscribe(self.on_task_updated, TaskUpdated)
+        bus.subscribe(self.on_task_archived, TaskArchived)
         bus.subscribe(self.on_comment_added, CommentAdded)
         bus.subscribe(self.on_approval_resolved, ApprovalResolved)
 
@@ -125,6 +129,16 @@ class OfficeSubscribers:
         removed = set(before.blocked_by) - set(after.blocked_by)
         if removed and _wakeable(after):
             await self._wake_if_unblocked(after, cause=sorted(removed)[0])
+
+    async def on_task_archived(self, event: TaskArchived) -> None:
+        """Archiving an open task ends it for its dependants and its parent.
+
+        A task archived after it reached ``DONE``/``CANCELLED`` already resolved them when it
+        moved, so only an archive of an open task sends ``task_blockers_resolved`` /
+        ``task_children_completed``.
+        """
+        if not event.task.state.is_terminal:
+            await self._resolve_dependants(event.task)
 
     async def on_comment_added(self, event: CommentAdded) -> None:
         """A comment by anyone but the assignee on an Office task → ``comment`` wake."""
