@@ -386,6 +386,19 @@ async def test_resuming_a_paused_agent_starts_a_new_streak(office: Office) -> No
     assert office.store.office.get_agent(office.worker.id).status is AgentStatus.IDLE
 
 
+async def test_missing_file_words_in_a_failure_follow_the_retry_path(office: Office) -> None:
+    _worker_fails(office, "bash: rg: command not found\ncat: x: No such file or directory")
+    task = await _assigned_task(office)
+    await _drain(office)
+    run = _run_of(office, task)
+    assert (run.status, run.reason, run.retry_count) == (
+        RunStatus.SCHEDULED_RETRY,
+        RunReason.AGENT_FAILED,
+        1,
+    )
+    assert office.store.runlog.list_inbox(office.workspace.id) == []
+
+
 async def test_configuration_failure_fails_at_once_with_an_inbox_item(office: Office) -> None:
     office.executor._outcomes.append(
         _fail("agent: command not found", error_family=ErrorFamily.CONFIG, exit_code=127)
