@@ -22,10 +22,12 @@ from office_scheduler.config import Settings
 from office_scheduler.domain.errors import (
     ConflictError,
     DatabaseLockedError,
+    IdempotencyKeyReusedError,
     InvalidInputError,
     NotFoundError,
 )
 from office_scheduler.domain.events import RunEnded
+from office_scheduler.domain.idempotency import fingerprint
 from office_scheduler.domain.models import Agent, Run, Wake, WakeRequest
 from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunReason, RunStatus, WakeSource
 from office_scheduler.events.activity import ActivitySubscribers
@@ -66,6 +68,15 @@ def default_executors() -> dict[str, Executor]:
 #: Longest idempotency key a caller may choose (the API's limit too); the stored key has its
 #: scope in front.
 MAX_CALLER_KEY_CHARS = 500
+
+
+def _wake_fingerprint(task_id: str | None, payload: Mapping[str, Any]) -> str:
+    """Fingerprint of an explicit wake as its caller sent it (task and payload).
+
+    Single and batch wakes share one key space and send the same shape, so a key sent
+    through both with the same wake stays a duplicate.
+    """
+    return fingerprint({"task_id": task_id, "payload": payload})
 
 
 def _scoped_key(scope: str, key: str | None) -> str | None:
@@ -381,6 +392,8 @@ class Service:
             InvalidInputError: a source other than ``user``/``self``, or a ``task_id``
                 the agent is not the assignee of (field ``task_id``: such a run would
                 only be cancelled as ``assignee_changed``).
+            IdempotencyKeyReusedError: ``idempotency_key`` was used before with another
+                task or payload (field ``idempotency_key``); nothing was written.
         """
         try:
             source = WakeSource(source)
@@ -401,17 +414,22 @@ class Service:
                     ),
                     field="task_id",
                 )
-        return await self.intake.enqueue(
-            WakeRequest(
-                workspace_id=agent.workspace_id,
-                agent_id=agent.id,
-                source=source,
-                payload=dict(payload or {}),
-                task_id=task_id,
-                idempotency_key=_scoped_key(f"{source.value}:{agent.id}", idempotency_key),
-                hold=source is not WakeSource.USER,
-            )
+        body = dict(payload or {})
+        request = WakeRequest(
+            workspace_id=agent.workspace_id,
+            agent_id=agent.id,
+            source=source,
+            payload=body,
+            task_id=task_id,
+            idempotency_key=_scoped_key(f"{source.value}:{agent.id}", idempotency_key),
+            hold=source is not WakeSource.USER,
+            fingerprint=_wake_fingerprint(task_id, body) if idempotency_key else None,
         )
+        try:
+            return await self.intake.enqueue(request)
+        except IdempotencyKeyReusedError:
+            assert idempotency_key is not None
+            raise IdempotencyKeyReusedError(idempotency_key) from None
 
     async def _agent_name(self, agent_id: str | None) -> str | None:
         """``agent_id``'s name for a message (its id if it vanished; ``None`` for none)."""
@@ -445,15 +463,17 @@ class Service:
                 key = _scoped_key(f"{WakeSource.USER.value}:{wake.agent_id}", wake.idempotency_key)
             except InvalidInputError as exc:
                 raise for_wake(exc, index) from None
+            body = {"reason": wake.reason, "payload": dict(wake.payload or {})}
             requests.append(
                 WakeRequest(
                     workspace_id=workspace_id,
                     agent_id=wake.agent_id,
                     source=WakeSource.USER,
-                    payload={"reason": wake.reason, "payload": dict(wake.payload or {})},
+                    payload=body,
                     task_id=wake.task_id,
                     idempotency_key=key,
                     hold=False,
+                    fingerprint=_wake_fingerprint(wake.task_id, body) if key else None,
                 )
             )
         return await self.intake.enqueue_many(requests)

@@ -416,6 +416,24 @@ def test_an_idempotency_key_of_500_characters_is_taken_and_501_refused(api: Api)
     assert error_of(too_long)["field"] == "idempotency_key"
 
 
+def test_a_wake_key_reused_with_another_payload_is_422_naming_the_key(api: Api) -> None:
+    ws_id = api.workspace()["id"]
+    agent = api.agent(ws_id, "worker-1")["id"]
+    wake = f"/api/v1/agents/{agent}/wake"
+    first = api.ok("POST", wake, status=202, json={"idempotency_key": "k", "reason": "a"})
+    again = api.ok("POST", wake, status=202, json={"idempotency_key": "k", "reason": "a"})
+    assert (first["outcome"], again["outcome"]) == ("created", "deduplicated")
+    other = api.request("POST", wake, json={"idempotency_key": "k", "reason": "b"})
+    assert other.status_code == 422
+    error = error_of(other)
+    assert (error["code"], error["field"]) == ("idempotency_key_reused", "idempotency_key")
+    assert "'k'" in error["message"]
+    batch = {"wakes": [{"agent_id": agent, "reason": "c", "idempotency_key": "k"}]}
+    refused = api.request("POST", f"/api/v1/workspaces/{ws_id}/wakes", json=batch)
+    assert refused.status_code == 422
+    assert error_of(refused)["field"] == "wakes.0.idempotency_key"
+
+
 def test_a_batch_of_wakes_is_taken_in_one_request_in_the_order_sent(api: Api) -> None:
     ws_id = api.workspace()["id"]
     first = api.agent(ws_id, "worker-1")["id"]
