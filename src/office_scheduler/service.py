@@ -79,6 +79,14 @@ def _wake_fingerprint(task_id: str | None, payload: Mapping[str, Any]) -> str:
     return fingerprint({"task_id": task_id, "payload": payload})
 
 
+def _with_user(payload: Mapping[str, Any], user_id: str | None) -> dict[str, Any]:
+    """A user wake's payload: what the caller sent plus ``user_id``.
+
+    Specification "Wakeup sources": a ``user`` wake carries ``{user_id, context?}``.
+    """
+    return {**payload, "user_id": user_id} if user_id is not None else dict(payload)
+
+
 def _scoped_key(scope: str, key: str | None) -> str | None:
     """Prefix a caller-chosen idempotency key with its scope.
 
@@ -381,11 +389,14 @@ class Service:
         task_id: str | None = None,
         idempotency_key: str | None = None,
         agent: Agent | None = None,
+        user_id: str | None = None,
     ) -> IntakeResult:
         """Wake an agent explicitly (``user`` from people, ``self`` from the agent itself).
 
         User wakes have no coalescing hold. ``agent``, when the caller has just loaded
-        ``agent_id``'s record, saves reading it again.
+        ``agent_id``'s record, saves reading it again. ``user_id`` (the person waking, e.g.
+        the admin token's name) goes into a user wake's payload as ``user_id``; it is not
+        part of the request an idempotency key names.
 
         Raises:
             NotFoundError: no such agent (or task).
@@ -419,7 +430,7 @@ class Service:
             workspace_id=agent.workspace_id,
             agent_id=agent.id,
             source=source,
-            payload=body,
+            payload=_with_user(body, user_id) if source is WakeSource.USER else body,
             task_id=task_id,
             idempotency_key=_scoped_key(f"{source.value}:{agent.id}", idempotency_key),
             hold=source is not WakeSource.USER,
@@ -440,8 +451,12 @@ class Service:
         except NotFoundError:
             return agent_id
 
-    async def wake_many(self, workspace_id: str, wakes: Sequence[Wake]) -> list[IntakeResult]:
+    async def wake_many(
+        self, workspace_id: str, wakes: Sequence[Wake], *, user_id: str | None = None
+    ) -> list[IntakeResult]:
         """Wake several agents of one workspace at once (source ``user``), all or nothing.
+
+        ``user_id`` (the person waking) goes into each wake's payload, as with :meth:`wake`.
 
         One transaction and one commit for the batch: what an integration sending bursts
         of wakes uses instead of one request each. Each wake is exactly what :meth:`wake`
@@ -469,7 +484,7 @@ class Service:
                     workspace_id=workspace_id,
                     agent_id=wake.agent_id,
                     source=WakeSource.USER,
-                    payload=body,
+                    payload=_with_user(body, user_id),
                     task_id=wake.task_id,
                     idempotency_key=key,
                     hold=False,

@@ -183,6 +183,45 @@ async def test_self_comment_wakes_nobody_and_other_comments_do(office: Office) -
     assert (wake.source, wake.idempotency_key) == (WakeSource.COMMENT, f"comment:{comment.id}")
 
 
+async def test_a_persons_mention_wakes_the_mentioned_agent(office: Office) -> None:
+    task = await _started(office)
+    comment = await office.service.office.add_comment(
+        task.id, "@bob could you check the numbers? (mail: ops@boss)", user_id="ops"
+    )
+    [wake] = _wakeups(office, office.other_worker.id)
+    assert (wake.source, wake.task_id) == (WakeSource.USER, None)
+    assert wake.payload == {
+        "user_id": "ops",
+        "context": {"task_id": task.id, "comment_id": comment.id},
+    }
+    assert wake.idempotency_key == f"comment:{comment.id}:{office.other_worker.id}"
+    assert _wakeups(office, office.coordinator.id) == [], "an e-mail address mentions nobody"
+    await _drain(office)
+    assert office.other_worker.id in [launch.agent_id for launch in office.executor.launches]
+
+
+async def test_mentioning_the_assignee_joins_its_comment_wake(office: Office) -> None:
+    task = await _started(office)
+    comment = await office.service.office.add_comment(task.id, "@ANN please", user_id="ops")
+    comment_wake, mention = _wakeups(office, office.worker.id)[-2:]
+    assert (comment_wake.source, mention.source) == (WakeSource.COMMENT, WakeSource.USER)
+    assert mention.task_id == task.id
+    assert mention.run_id == comment_wake.run_id, "one run for the comment and the mention"
+    assert mention.idempotency_key == f"comment:{comment.id}:{office.worker.id}"
+
+
+async def test_an_agents_mention_wakes_nobody(office: Office) -> None:
+    task = await _started(office)
+    await office.service.office.add_comment(
+        task.id,
+        "@bob @boss over to you",
+        author_kind=AuthorKind.AGENT,
+        author_agent_id=office.worker.id,
+    )
+    assert _wakeups(office, office.other_worker.id) == []
+    assert _wakeups(office, office.coordinator.id) == []
+
+
 async def test_ordinary_kanban_task_wakes_nobody_whatever_happens(office: Office) -> None:
     svc = office.service.office
     task = await svc.create_task(
