@@ -142,6 +142,7 @@ class Agent:
     reports_to: str | None = None
     paused_reason: str | None = None
     permission_policy: JSON | None = None
+    expected_run_cents: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

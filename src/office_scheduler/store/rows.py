@@ -127,6 +127,7 @@ def agent_from_row(row: Row) -> Agent:
         reports_to=row["reports_to"],
         paused_reason=row["paused_reason"],
         permission_policy=row["permission_policy"],
+        expected_run_cents=row["expected_run_cents"],
     )
 
 

@@ -105,6 +105,7 @@ async def create_agent(
         status=body.status,
         reports_to=body.reports_to,
         permission_policy=body.permission_policy,
+        expected_run_cents=body.expected_run_cents,
     )
     return AgentOut.of(agent)
 
