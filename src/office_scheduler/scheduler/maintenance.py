@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 
 import structlog
 
@@ -91,6 +92,8 @@ class MaintenanceLoop(OwnedLoop):
     ) -> None:
         self._alive = alive
         self._leadership = leadership
+        # When the next full tick is due (UTC); passes before it only promote due retries.
+        self._next_tick_at: datetime | None = None
         self._store = store
         self._clock = clock
         self._settings = settings
@@ -297,15 +300,26 @@ class MaintenanceLoop(OwnedLoop):
     async def run_pass(self) -> float:
         """One :meth:`tick` when leading; rest ``maintenance_interval`` or until a retry is due.
 
-        A process that does not hold leadership only checks whether it can take it.
+        A pass that comes early because a retry fell due (or the loop was poked) only
+        promotes due retries: the full tick (recovery sweep included) runs at most once per
+        ``maintenance_interval``, however many retries are due in between. A process that
+        does not hold leadership only checks whether it can take it.
         """
-        pause = self._settings.maintenance_interval.total_seconds()
+        interval = self._settings.maintenance_interval
+        pause = interval.total_seconds()
         if self._leadership is not None and not await asyncio.to_thread(self._leadership.ensure):
             return pause
-        await self.tick()
+        now = self._clock.now()
+        if self._next_tick_at is None or now >= self._next_tick_at:
+            self._next_tick_at = now + interval
+            await self.tick()
+        else:
+            await self.promote_due_retries()
+        now = self._clock.now()
+        pause = max((self._next_tick_at - now).total_seconds(), MIN_PAUSE_S)
         due = await asyncio.to_thread(self._store.queue.next_retry_at)
         if due is not None:
-            until_due = (due - self._clock.now()).total_seconds()
+            until_due = (due - now).total_seconds()
             pause = min(pause, max(until_due, MIN_PAUSE_S))
         return pause
 
