@@ -35,7 +35,8 @@ class Settings:
             (each executor's ``pass_env`` lists which).
         max_output_events: output lines stored per run in ``run_events``.
         max_run_failures: the failure of a run (counting from 1) that escalates instead of
-            scheduling another retry (DESIGN §6: the 4th).
+            scheduling another retry: the 5th, after retries at 2 min, 10 min,
+            30 min and 2 h.
         retry_backoff: backoff before the retry after failure *n* (``retry_backoff[n - 1]``,
             the last entry for later failures), jittered ±25 %; ``None`` uses
             :data:`office_scheduler.retry.BACKOFF_TABLE` (2 min, 10 min, 30 min, 2 h).
@@ -64,7 +65,7 @@ class Settings:
     leader_ttl: timedelta = timedelta(seconds=30)
     agent_base_env: dict[str, str] = field(default_factory=dict)
     max_output_events: int = 2000
-    max_run_failures: int = 4
+    max_run_failures: int = 5
     retry_backoff: tuple[timedelta, ...] | None = None
     pause_after_escalations: int = 3
     recovery_batch_size: int = 50

@@ -24,10 +24,12 @@ from office_scheduler.config import Settings
 from office_scheduler.domain.errors import (
     ConflictError,
     DatabaseLockedError,
+    IdempotencyKeyReusedError,
     InvalidInputError,
     NotFoundError,
 )
 from office_scheduler.domain.events import RunEnded
+from office_scheduler.domain.idempotency import fingerprint
 from office_scheduler.domain.models import Agent, Run, Wake, WakeRequest
 from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunReason, RunStatus, WakeSource
 from office_scheduler.events.activity import ActivitySubscribers
@@ -73,6 +75,23 @@ def default_executors() -> dict[str, Executor]:
 #: Longest idempotency key a caller may choose (the API's limit too); the stored key has its
 #: scope in front.
 MAX_CALLER_KEY_CHARS = 500
+
+
+def _wake_fingerprint(task_id: str | None, payload: Mapping[str, Any]) -> str:
+    """Fingerprint of an explicit wake as its caller sent it (task and payload).
+
+    Single and batch wakes share one key space and send the same shape, so a key sent
+    through both with the same wake stays a duplicate.
+    """
+    return fingerprint({"task_id": task_id, "payload": payload})
+
+
+def _with_user(payload: Mapping[str, Any], user_id: str | None) -> dict[str, Any]:
+    """A user wake's payload: what the caller sent plus ``user_id``.
+
+    Specification "Wakeup sources": a ``user`` wake carries ``{user_id, context?}``.
+    """
+    return {**payload, "user_id": user_id} if user_id is not None else dict(payload)
 
 
 def _scoped_key(scope: str, key: str | None) -> str | None:
@@ -501,17 +520,22 @@ class Service:
         task_id: str | None = None,
         idempotency_key: str | None = None,
         agent: Agent | None = None,
+        user_id: str | None = None,
     ) -> IntakeResult:
         """Wake an agent explicitly (``user`` from people, ``self`` from the agent itself).
 
         User wakes have no coalescing hold. ``agent``, when the caller has just loaded
-        ``agent_id``'s record, saves reading it again.
+        ``agent_id``'s record, saves reading it again. ``user_id`` (the person waking, e.g.
+        the admin token's name) goes into a user wake's payload as ``user_id``; it is not
+        part of the request an idempotency key names.
 
         Raises:
             NotFoundError: no such agent (or task).
             InvalidInputError: a source other than ``user``/``self``, or a ``task_id``
                 the agent is not the assignee of (field ``task_id``: such a run would
                 only be cancelled as ``assignee_changed``).
+            IdempotencyKeyReusedError: ``idempotency_key`` was used before with another
+                task or payload (field ``idempotency_key``); nothing was written.
         """
         try:
             source = WakeSource(source)
@@ -532,17 +556,22 @@ class Service:
                     ),
                     field="task_id",
                 )
-        return await self.intake.enqueue(
-            WakeRequest(
-                workspace_id=agent.workspace_id,
-                agent_id=agent.id,
-                source=source,
-                payload=dict(payload or {}),
-                task_id=task_id,
-                idempotency_key=_scoped_key(f"{source.value}:{agent.id}", idempotency_key),
-                hold=source is not WakeSource.USER,
-            )
+        body = dict(payload or {})
+        request = WakeRequest(
+            workspace_id=agent.workspace_id,
+            agent_id=agent.id,
+            source=source,
+            payload=_with_user(body, user_id) if source is WakeSource.USER else body,
+            task_id=task_id,
+            idempotency_key=_scoped_key(f"{source.value}:{agent.id}", idempotency_key),
+            hold=source is not WakeSource.USER,
+            fingerprint=_wake_fingerprint(task_id, body) if idempotency_key else None,
         )
+        try:
+            return await self.intake.enqueue(request)
+        except IdempotencyKeyReusedError:
+            assert idempotency_key is not None
+            raise IdempotencyKeyReusedError(idempotency_key) from None
 
     async def _agent_name(self, agent_id: str | None) -> str | None:
         """``agent_id``'s name for a message (its id if it vanished; ``None`` for none)."""
@@ -553,8 +582,12 @@ class Service:
         except NotFoundError:
             return agent_id
 
-    async def wake_many(self, workspace_id: str, wakes: Sequence[Wake]) -> list[IntakeResult]:
+    async def wake_many(
+        self, workspace_id: str, wakes: Sequence[Wake], *, user_id: str | None = None
+    ) -> list[IntakeResult]:
         """Wake several agents of one workspace at once (source ``user``), all or nothing.
+
+        ``user_id`` (the person waking) goes into each wake's payload, as with :meth:`wake`.
 
         One transaction and one commit for the batch: what an integration sending bursts
         of wakes uses instead of one request each. Each wake is exactly what :meth:`wake`
@@ -576,15 +609,17 @@ class Service:
                 key = _scoped_key(f"{WakeSource.USER.value}:{wake.agent_id}", wake.idempotency_key)
             except InvalidInputError as exc:
                 raise for_wake(exc, index) from None
+            body = {"reason": wake.reason, "payload": dict(wake.payload or {})}
             requests.append(
                 WakeRequest(
                     workspace_id=workspace_id,
                     agent_id=wake.agent_id,
                     source=WakeSource.USER,
-                    payload={"reason": wake.reason, "payload": dict(wake.payload or {})},
+                    payload=_with_user(body, user_id),
                     task_id=wake.task_id,
                     idempotency_key=key,
                     hold=False,
+                    fingerprint=_wake_fingerprint(wake.task_id, body) if key else None,
                 )
             )
         return await self.intake.enqueue_many(requests)

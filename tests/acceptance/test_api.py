@@ -450,6 +450,43 @@ def test_an_idempotency_key_of_500_characters_is_taken_and_501_refused(api: Api)
     assert error_of(too_long)["field"] == "idempotency_key"
 
 
+def test_a_wake_key_reused_with_another_payload_is_422_naming_the_key(api: Api) -> None:
+    ws_id = api.workspace()["id"]
+    agent = api.agent(ws_id, "worker-1")["id"]
+    wake = f"/api/v1/agents/{agent}/wake"
+    first = api.ok("POST", wake, status=202, json={"idempotency_key": "k", "reason": "a"})
+    again = api.ok("POST", wake, status=202, json={"idempotency_key": "k", "reason": "a"})
+    assert (first["outcome"], again["outcome"]) == ("created", "deduplicated")
+    other = api.request("POST", wake, json={"idempotency_key": "k", "reason": "b"})
+    assert other.status_code == 422
+    error = error_of(other)
+    assert (error["code"], error["field"]) == ("idempotency_key_reused", "idempotency_key")
+    assert "'k'" in error["message"]
+    batch = {"wakes": [{"agent_id": agent, "reason": "c", "idempotency_key": "k"}]}
+    refused = api.request("POST", f"/api/v1/workspaces/{ws_id}/wakes", json=batch)
+    assert refused.status_code == 422
+    assert error_of(refused)["field"] == "wakes.0.idempotency_key"
+
+
+def test_a_persons_mention_in_a_comment_wakes_the_agent_and_an_agents_does_not(
+    api: Api,
+) -> None:
+    ws_id = api.workspace()["id"]
+    api.agent(ws_id, "worker-1")
+    second = api.agent(ws_id, "worker-2")["id"]
+    task = api.task(ws_id, workflow="kanban")["id"]
+    comment = api.ok(
+        "POST", f"/api/v1/tasks/{task}/comments", status=201, json={"body": "@worker-2 look"}
+    )
+    [wake] = api.ok("GET", "/api/v1/wakeups", params={"agent_id": second})["items"]
+    assert (wake["source"], wake["task_id"]) == ("user", None)
+    assert wake["payload"] == {
+        "user_id": "test",
+        "context": {"task_id": task, "comment_id": comment["id"]},
+    }
+    assert wake["idempotency_key"] == f"comment:{comment['id']}:{second}"
+
+
 def test_a_batch_of_wakes_is_taken_in_one_request_in_the_order_sent(api: Api) -> None:
     ws_id = api.workspace()["id"]
     first = api.agent(ws_id, "worker-1")["id"]
@@ -477,7 +514,7 @@ def test_a_batch_of_wakes_is_taken_in_one_request_in_the_order_sent(api: Api) ->
     assert items[1]["run_id"] == items[2]["run_id"] != single["run_id"]
     assert {i["wakeup"]["source"] for i in items} == {"user"}
     assert items[1]["wakeup"]["task_id"] == task
-    assert items[1]["wakeup"]["payload"] == {"reason": None, "payload": {"n": 1}}
+    assert items[1]["wakeup"]["payload"] == {"reason": None, "payload": {"n": 1}, "user_id": "test"}
     listed = api.ok("GET", "/api/v1/wakeups", params={"workspace_id": ws_id})["items"]
     assert len(listed) == 4  # the single wake and three of the batch; the duplicate adds none
 

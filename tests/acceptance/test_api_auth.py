@@ -189,7 +189,12 @@ def test_wake_sources_user_and_self(api: Api, office: Office) -> None:
     )  # fmt: skip
     assert by_admin["outcome"] == "created"
     assert by_admin["wakeup"]["source"] == "user"
-    assert by_admin["wakeup"]["payload"] == {"reason": "standup", "payload": {"n": 1}}
+    # A person's wake names who woke (the admin token's owner); an agent's own does not.
+    assert by_admin["wakeup"]["payload"] == {
+        "reason": "standup",
+        "payload": {"n": 1},
+        "user_id": "test",
+    }
     assert isinstance(by_admin["run_id"], int)
 
     mine = api.task(office.ws, "mine", workflow="kanban", assignee_agent_id=office.agent)["id"]
@@ -205,10 +210,15 @@ def test_wake_sources_user_and_self(api: Api, office: Office) -> None:
     assert wakeup == by_self["wakeup"]
     again = api.ok(
         "POST", f"/api/v1/agents/{office.agent}/wake", token=office.token, status=202,
-        json={"reason": "again", "idempotency_key": "me-1"},
+        json={"reason": "check CI later", "task_id": mine, "idempotency_key": "me-1"},
     )  # fmt: skip
     assert again["outcome"] == "deduplicated"
     assert again["wakeup"]["id"] == by_self["wakeup"]["id"]
+    other = api.request(
+        "POST", f"/api/v1/agents/{office.agent}/wake", token=office.token,
+        json={"reason": "again", "idempotency_key": "me-1"},
+    )  # fmt: skip
+    assert (other.status_code, error_of(other)["field"]) == (422, "idempotency_key")
 
     # A run about a task someone else holds would only be cancelled (assignee_changed).
     not_mine = api.request(

@@ -513,6 +513,24 @@ def test_bearer_and_unsigned_webhooks(api: Api, office: Office) -> None:
     assert len(office.runs(routine_id)) == 2
 
 
+def test_a_webhook_key_reused_with_another_body_is_422_naming_the_key(
+    api: Api, office: Office
+) -> None:
+    routine_id = office.routine()["id"]
+    trigger = office.trigger(routine_id, kind="webhook")
+    url, secret = trigger["url_path"], trigger["secret"]
+    first = deliver(api, url, b'{"pr": 101}', secret=secret, key="push-9")
+    again = deliver(api, url, b'{"pr": 101}', secret=secret, key="push-9")
+    other = deliver(api, url, b'{"pr": 202}', secret=secret, key="push-9")
+    assert (first.status_code, again.status_code) == (202, 202)
+    assert again.json()["routine_run"]["id"] == first.json()["routine_run"]["id"]
+    assert other.status_code == 422
+    error = error_of(other)
+    assert (error["code"], error["field"]) == ("idempotency_key_reused", "Idempotency-Key")
+    assert "push-9" in error["message"]
+    assert len(office.runs(routine_id)) == 1
+
+
 def test_webhook_errors(api: Api, office: Office) -> None:
     routine_id = office.routine()["id"]
     trigger = office.trigger(routine_id, kind="webhook")

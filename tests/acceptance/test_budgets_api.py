@@ -81,7 +81,9 @@ def test_a_costly_run_pauses_its_agent_over_http(
         costly = {"kind": "command", "argv": [sys.executable, str(COSTLY_AGENT)]}
         ws = api.workspace("acme", executors={"costly": costly}, default_executor="costly")["id"]
         boss = api.agent(ws, "boss", role="coordinator")["id"]
-        worker = api.agent(ws, "ann")["id"]
+        # An expected run cost of 0 turns the projection off: the third run launches and
+        # its real cost crosses the limit (a projected skip is tested on its own below).
+        worker = api.agent(ws, "ann", expected_run_cents=0)["id"]
         for routine in api.ok("GET", f"/api/v1/workspaces/{ws}/routines")["items"]:
             assert api.request("DELETE", f"/api/v1/routines/{routine['id']}").status_code == 204
         project = api.ok(
@@ -278,3 +280,35 @@ def test_spend_periods_out_of_range_and_coerced_numbers_are_422(api: Api) -> Non
     policy = api.ok("POST", path, status=201, json={"scope_kind": "workspace", "limit_cents": 100})
     patched = api.request("PATCH", f"/api/v1/budgets/{policy['id']}", json={"limit_cents": "5"})
     assert (patched.status_code, error_of(patched)["field"]) == (422, "limit_cents")
+
+
+def test_a_run_projected_over_the_limit_is_skipped_over_http(
+    tmp_path: Path, db_url: str, db_schema: str | None
+) -> None:
+    with real_agents_api(tmp_path, db_url, db_schema) as api:
+        costly = {"kind": "command", "argv": [sys.executable, str(COSTLY_AGENT)]}
+        ws = api.workspace("acme", executors={"costly": costly}, default_executor="costly")["id"]
+        worker = api.agent(ws, "ann")["id"]
+        assert api.ok("GET", f"/api/v1/agents/{worker}")["expected_run_cents"] is None
+        api.ok("POST", f"/api/v1/workspaces/{ws}/budgets", status=201,
+               json={"scope_kind": "agent", "scope_id": worker, "limit_cents": 100})  # fmt: skip
+        patched = api.ok("PATCH", f"/api/v1/agents/{worker}", json={"expected_run_cents": 20})
+        assert patched["expected_run_cents"] == 20
+        bad = api.request("PATCH", f"/api/v1/agents/{worker}", json={"expected_run_cents": -1})
+        assert (bad.status_code, error_of(bad)["field"]) == (422, "expected_run_cents")
+        project = api.ok(
+            "POST",
+            f"/api/v1/workspaces/{ws}/projects",
+            status=201,
+            json={"name": "site", "directory": str(tmp_path / "site")},
+        )["id"]
+        api.task(ws, "one", project_id=project, assignee_agent_id=worker)  # 45 ¢
+        _drain(api)
+        api.task(ws, "two", project_id=project, assignee_agent_id=worker)  # 90 ¢
+        _drain(api)
+        # 90 ¢ spent + the median run (45 ¢, the history wins once cleared) would pass 100 ¢.
+        api.ok("PATCH", f"/api/v1/agents/{worker}", json={"expected_run_cents": None})
+        api.task(ws, "three", project_id=project, assignee_agent_id=worker)
+        _drain(api)
+        assert _runs(api, worker)[-1] == ("finished", "budget_exceeded")
+        assert api.ok("GET", f"/api/v1/agents/{worker}")["status"] == "idle"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers import Office
+from office_scheduler.budgets.projection import median_cost
 from office_scheduler.config import Settings
 from office_scheduler.domain.budgets import BudgetAction, BudgetPeriod, BudgetScope
 from office_scheduler.domain.errors import ConflictError, InvalidInputError, NotFoundError
@@ -371,9 +372,9 @@ async def test_raising_the_limit_allows_resume_and_rearms(office: Office) -> Non
     assert blocking is not None
     assert blocking.id == policy_id
     assert await budgets.blocking_policy(office.other_worker.id) is None
-    raised = await budgets.update_policy(policy_id, limit_cents=200)
+    raised = await budgets.update_policy(policy_id, limit_cents=300)
     assert (raised.limit_cents, raised.exceeded_period, raised.alerted_period) == (
-        200,
+        300,
         None,
         "2026-11",
     )
@@ -381,8 +382,10 @@ async def test_raising_the_limit_allows_resume_and_rearms(office: Office) -> Non
     office.store.office.update_agent(
         office.worker.id, now=office.clock.now(), status=AgentStatus.IDLE
     )
-    _charge(office, office.worker.id, 100)
-    await _work(office)  # 200 of 200: the action fires again
+    # 100 spent + the expected 100 (the median run) stays under 300, so the run launches;
+    # it costs 200: 300 of 300, the action fires again.
+    _charge(office, office.worker.id, 200)
+    await _work(office)
     assert office.store.office.get_agent(office.worker.id).status is AgentStatus.PAUSED
     assert len(_inbox(office, InboxKind.BUDGET_EXCEEDED)) == 2
 
@@ -556,3 +559,79 @@ async def test_a_crossing_while_paused_by_hand_is_still_reported_and_blocks_resu
         office.worker.id, budget_check=office.service.budgets.blocking_policy
     )
     assert resumed.status is AgentStatus.IDLE
+
+
+# -- the projection: spend so far plus the run's expected cost ------------------------------
+
+
+def _run_events(office: Office, kind: str) -> list[dict[str, object]]:
+    runs = office.store.listing.list_runs(agent_id=office.worker.id).items
+    return [
+        event.data
+        for run in runs
+        for event in office.store.runlog.list_run_events(run.id)
+        if event.kind == kind
+    ]
+
+
+@pytest.mark.parametrize("action", [BudgetAction.PAUSE_AGENT, BudgetAction.BLOCK_NEW_RUNS])
+async def test_a_run_that_would_cross_a_blocking_limit_is_not_launched(
+    office: Office, action: BudgetAction
+) -> None:
+    await _policy(office, BudgetScope.WORKSPACE, limit_cents=1000, action=action)
+    _charge(office, office.worker.id, 100, 90, 110)  # the median run costs 100 cents
+    for title in ("one", "two", "three"):
+        await _work(office, title=title)
+    office.clock.advance(timedelta(minutes=1))
+    _spend(office, office.worker.id, 650)  # 950 of 1000 cents: 95 %
+    await _work(office, title="four")
+    assert _runs(office, office.worker.id)[-1] == (RunStatus.FINISHED, RunReason.BUDGET_EXCEEDED)
+    assert len(office.executor.launches) == 3
+    [event] = _run_events(office, "budget_exceeded")
+    assert (event["projected"], event["expected_run_cents"], event["budget_pct"]) == (True, 100, 95)
+    # Nothing fired: the limit is not reached, so no pause, no inbox item.
+    assert office.store.office.get_agent(office.worker.id).status is AgentStatus.IDLE
+    assert _inbox(office, InboxKind.BUDGET_EXCEEDED) == []
+
+
+async def test_a_run_that_stays_under_the_limit_launches(office: Office) -> None:
+    await _policy(office, BudgetScope.AGENT, scope_id=office.worker.id, limit_cents=1000)
+    _charge(office, office.worker.id, 100)
+    await _work(office, title="one")
+    _spend(office, office.worker.id, 700)  # 800 + the expected 100 stays under 1000
+    await _work(office, title="two")
+    assert [reason for _status, reason in _runs(office, office.worker.id)] == [
+        RunReason.COMPLETED,
+        RunReason.COMPLETED,
+    ]
+
+
+async def test_expected_run_cents_on_the_agent_wins_over_the_history(office: Office) -> None:
+    await _policy(office, BudgetScope.WORKSPACE, limit_cents=1000)
+    _spend(office, office.worker.id, 950)
+    await _work(office, title="no history, no estimate")
+    assert _runs(office, office.worker.id)[-1][1] is RunReason.COMPLETED
+    office.store.office.update_agent(
+        office.worker.id, now=office.clock.now(), expected_run_cents=60
+    )
+    office.clock.advance(timedelta(minutes=1))
+    await _work(office, title="estimated")
+    assert _runs(office, office.worker.id)[-1][1] is RunReason.BUDGET_EXCEEDED
+    [event] = _run_events(office, "budget_exceeded")
+    assert event["expected_run_cents"] == 60
+
+
+async def test_a_notify_policy_is_never_projected(office: Office) -> None:
+    await _policy(office, BudgetScope.WORKSPACE, limit_cents=1000, action=BudgetAction.NOTIFY)
+    _spend(office, office.worker.id, 950)
+    office.store.office.update_agent(
+        office.worker.id, now=office.clock.now(), expected_run_cents=500
+    )
+    await _work(office)
+    assert _runs(office, office.worker.id)[-1][1] is RunReason.COMPLETED
+
+
+def test_the_median_of_recent_priced_runs() -> None:
+    assert median_cost([]) == 0
+    assert median_cost([300, 100, 200]) == 200
+    assert median_cost([100, 201]) == 151  # half up

@@ -195,6 +195,25 @@ async def test_nonzero_exit_reports_stderr_tail(tmp_path: Path) -> None:
     assert len(outcome.message.encode()) <= STDERR_TAIL
 
 
+async def test_missing_files_in_the_agents_stderr_are_not_a_config_failure(
+    tmp_path: Path,
+) -> None:
+    # The agent started: what its own tools printed says nothing about the configuration.
+    script = write_script(
+        tmp_path,
+        """
+        sys.stderr.write("cat: notes.md: No such file or directory\\n")
+        sys.stderr.write("sh: 1: rg: command not found\\n")
+        sys.exit(127)
+        """,
+    )
+    outcome = await CommandExecutor().run(make_launch(tmp_path, python(script)), RecordingSink())
+
+    assert outcome.status is OutcomeStatus.FAILED
+    assert outcome.error_family is ErrorFamily.CRASH
+    assert outcome.exit_code == 127
+
+
 async def test_nonzero_exit_without_output_names_exit_code(tmp_path: Path) -> None:
     script = write_script(tmp_path, "sys.exit(5)\n")
     outcome = await CommandExecutor().run(make_launch(tmp_path, python(script)), RecordingSink())

@@ -183,6 +183,45 @@ async def test_self_comment_wakes_nobody_and_other_comments_do(office: Office) -
     assert (wake.source, wake.idempotency_key) == (WakeSource.COMMENT, f"comment:{comment.id}")
 
 
+async def test_a_persons_mention_wakes_the_mentioned_agent(office: Office) -> None:
+    task = await _started(office)
+    comment = await office.service.office.add_comment(
+        task.id, "@bob could you check the numbers? (mail: ops@boss)", user_id="ops"
+    )
+    [wake] = _wakeups(office, office.other_worker.id)
+    assert (wake.source, wake.task_id) == (WakeSource.USER, None)
+    assert wake.payload == {
+        "user_id": "ops",
+        "context": {"task_id": task.id, "comment_id": comment.id},
+    }
+    assert wake.idempotency_key == f"comment:{comment.id}:{office.other_worker.id}"
+    assert _wakeups(office, office.coordinator.id) == [], "an e-mail address mentions nobody"
+    await _drain(office)
+    assert office.other_worker.id in [launch.agent_id for launch in office.executor.launches]
+
+
+async def test_mentioning_the_assignee_joins_its_comment_wake(office: Office) -> None:
+    task = await _started(office)
+    comment = await office.service.office.add_comment(task.id, "@ANN please", user_id="ops")
+    comment_wake, mention = _wakeups(office, office.worker.id)[-2:]
+    assert (comment_wake.source, mention.source) == (WakeSource.COMMENT, WakeSource.USER)
+    assert mention.task_id == task.id
+    assert mention.run_id == comment_wake.run_id, "one run for the comment and the mention"
+    assert mention.idempotency_key == f"comment:{comment.id}:{office.worker.id}"
+
+
+async def test_an_agents_mention_wakes_nobody(office: Office) -> None:
+    task = await _started(office)
+    await office.service.office.add_comment(
+        task.id,
+        "@bob @boss over to you",
+        author_kind=AuthorKind.AGENT,
+        author_agent_id=office.worker.id,
+    )
+    assert _wakeups(office, office.other_worker.id) == []
+    assert _wakeups(office, office.coordinator.id) == []
+
+
 async def test_ordinary_kanban_task_wakes_nobody_whatever_happens(office: Office) -> None:
     svc = office.service.office
     task = await svc.create_task(
@@ -239,6 +278,54 @@ async def test_children_ending_apart_launch_the_parent_only_at_the_last(office: 
         (WakeSource.TASK_CHILDREN_COMPLETED, RunReason.CHILDREN_PENDING),
     ]
     assert len(office.executor.launches) == 2, "the first assignment and the last child"
+
+
+async def test_archiving_the_last_open_blocker_resolves_it(office: Office) -> None:
+    blocker = await _task(office, title="spec")
+    task = await _started(office, blocked_by=[blocker.id])
+    assert office.executor.launches == [], "held while the blocker is open"
+    await office.service.office.archive_task(blocker.id)
+    assert office.store.office.open_blocker_ids(task.id) == []
+    await _drain(office)
+    resolved = _wakeups(office, office.worker.id)[-1]
+    assert resolved.source is WakeSource.TASK_BLOCKERS_RESOLVED
+    assert resolved.payload == {"task_id": task.id, "resolved_blocker_ids": [blocker.id]}
+    assert [launch.task_id for launch in office.executor.launches] == [task.id]
+
+
+async def test_archiving_the_last_open_child_wakes_the_parent(office: Office) -> None:
+    svc = office.service.office
+    parent = await _task(office, title="parent", assignee=office.coordinator.id)
+    first = await _task(office, title="first", parent_id=parent.id)
+    second = await _task(office, title="second", parent_id=parent.id)
+    await _drain(office)
+    office.clock.advance(timedelta(minutes=1))
+    await svc.update_task(first.id, {"state": TaskState.DONE})
+    await _drain(office)
+    office.clock.advance(timedelta(minutes=1))
+    await svc.archive_task(second.id)
+    await _drain(office)
+    runs = office.store.listing.list_runs(agent_id=office.coordinator.id).items
+    assert [(r.source, r.reason) for r in runs[:2]] == [
+        (WakeSource.TASK_CHILDREN_COMPLETED, RunReason.COMPLETED),
+        (WakeSource.TASK_CHILDREN_COMPLETED, RunReason.CHILDREN_PENDING),
+    ]
+    assert len(office.executor.launches) == 2, "the first assignment and the archived child"
+
+
+async def test_archiving_a_finished_child_does_not_wake_the_parent_again(office: Office) -> None:
+    svc = office.service.office
+    parent = await _task(office, title="parent", assignee=office.coordinator.id)
+    child = await _task(office, title="child", parent_id=parent.id)
+    await _drain(office)
+    office.clock.advance(timedelta(minutes=1))
+    await svc.update_task(child.id, {"state": TaskState.DONE})
+    await _drain(office)
+    before = _wakeups(office, office.coordinator.id)
+    office.clock.advance(timedelta(minutes=1))
+    await svc.archive_task(child.id)
+    await _drain(office)
+    assert _wakeups(office, office.coordinator.id) == before
 
 
 async def test_blocker_cycles_are_rejected(office: Office) -> None:

@@ -6,6 +6,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+import structlog
 
 from helpers import Office
 from office_scheduler.domain.execution import Outcome
@@ -199,6 +200,19 @@ async def test_idle_worker_heartbeat_is_skipped_and_recorded(
     activity = office.store.runlog.list_activity(office.workspace.id).items
     assert [a.kind for a in activity] == ["wakeup_idle_skipped"]
     assert activity[0].agent_id == office.worker.id
+
+
+async def test_the_idle_skip_logs_one_line_per_wake_naming_it(office: Office) -> None:
+    await _heartbeat(office, office.worker.id)
+    await _heartbeat(office, office.worker.id)  # coalesced into the same run
+    wakeups = office.store.listing.list_wakeups(agent_id=office.worker.id).items
+    with structlog.testing.capture_logs() as logs:
+        await _drain(office)
+    skipped = [entry for entry in logs if entry["event"] == "wakeup_idle_skipped"]
+    assert sorted(entry["wakeup_id"] for entry in skipped) == sorted(w.id for w in wakeups)
+    assert len(wakeups) == 2
+    assert {entry["agent_instance_id"] for entry in skipped} == {office.worker.id}
+    assert {entry["reason"] for entry in skipped} == {"no_actionable_tasks"}
 
 
 async def test_idle_coordinator_heartbeat_still_runs(office: Office) -> None:

@@ -88,10 +88,10 @@ def _wakeups(office: Office, agent_id: str, source: WakeSource) -> list[WakeupRe
 
 
 async def _fail_until_escalated(office: Office, task: Task) -> Run:
-    """Drive the worker's run of ``task`` through its four failures."""
+    """Drive the worker's run of ``task`` through its five failures."""
     office.clock.advance(timedelta(seconds=15))  # past the coalescing hold and any cooldown
     await office.service.run_until_idle()
-    for _ in range(3):
+    for _ in range(4):
         run = _run_of(office, task)
         assert run.status is RunStatus.SCHEDULED_RETRY
         office.clock.advance(PAST_ANY_BACKOFF)
@@ -123,16 +123,16 @@ async def test_first_failure_is_retried_after_the_jittered_backoff(office: Offic
     assert (event["source"], event["parsed_reset_at"], event["failures"]) == ("backoff", None, 1)
     [entry] = [e for e in logs if e["event"] == "run_retry_scheduled"]
     assert (entry["run_id"], entry["source"], entry["parsed_reset_at"]) == (run.id, "backoff", None)
-    # Second and third failures: 10 and 30 minutes ± 25 %.
-    for base in (timedelta(minutes=10), timedelta(minutes=30)):
+    # Second, third and fourth failures: 10 minutes, 30 minutes and 2 hours ± 25 %.
+    for base in (timedelta(minutes=10), timedelta(minutes=30), timedelta(hours=2)):
         office.clock.advance(run.not_before - office.clock.now())
         await office.service.run_until_idle()
         failed_at = office.clock.now()
         run = _run_of(office, task)
         assert run.status is RunStatus.SCHEDULED_RETRY
         assert failed_at + base * 0.75 <= run.not_before <= failed_at + base * 1.25
-    assert run.retry_count == 3
-    assert len(office.executor.launches) == 3
+    assert run.retry_count == 4
+    assert len(office.executor.launches) == 4
 
 
 async def test_rate_limit_with_retry_after_retries_at_the_reset_plus_30_seconds(
@@ -294,13 +294,13 @@ async def test_retry_of_an_archived_or_reassigned_task_is_cancelled_at_promotion
     )
 
 
-async def test_fourth_failure_escalates_to_the_coordinator(office: Office) -> None:
+async def test_fifth_failure_escalates_to_the_coordinator(office: Office) -> None:
     _worker_fails(office, "boom")
     task = await _assigned_task(office)
     run = await _fail_until_escalated(office, task)
-    assert (run.retry_count, run.error) == (3, "boom")
+    assert (run.retry_count, run.error) == (4, "boom")
     worker_launches = [x for x in office.executor.launches if x.agent_id == office.worker.id]
-    assert len(worker_launches) == 4
+    assert len(worker_launches) == 5
     assert run.session_id is not None
     payload = {
         "failed_agent_id": office.worker.id,
@@ -327,7 +327,7 @@ async def test_failing_coordinator_gets_an_inbox_item_but_no_wake(office: Office
     office.executor._default = lambda _launch: _fail("coordinator crashed")
     await office.service.wake(office.coordinator.id)
     await office.service.run_until_idle()
-    for _ in range(3):
+    for _ in range(4):
         office.clock.advance(PAST_ANY_BACKOFF)
         await office.service.run_until_idle()
     [run] = _runs(office, office.coordinator.id)
@@ -337,7 +337,7 @@ async def test_failing_coordinator_gets_an_inbox_item_but_no_wake(office: Office
     assert item.data["failed_agent_id"] == office.coordinator.id
     wakes = office.store.listing.list_wakeups(limit=500).items
     assert [w.source for w in wakes] == [WakeSource.USER]
-    assert len(office.executor.launches) == 4
+    assert len(office.executor.launches) == 5
 
 
 async def test_agent_is_paused_after_three_escalations_in_a_row(office: Office) -> None:
@@ -350,7 +350,7 @@ async def test_agent_is_paused_after_three_escalations_in_a_row(office: Office) 
     assert office.store.office.get_agent(office.worker.id).paused_reason == "escalations"
     inbox = office.store.runlog.list_inbox(office.workspace.id)
     assert [i.kind for i in inbox] == [InboxKind.AGENT_PAUSED] + [InboxKind.AGENT_ERROR] * 3
-    assert "3 runs of ann in a row failed 4 times" in inbox[0].body
+    assert "3 runs of ann in a row failed 5 times" in inbox[0].body
     assert inbox[0].data["escalations"] == 3
     [entry] = office.store.runlog.list_activity(office.workspace.id, kind="agent_paused").items
     assert entry.agent_id == office.worker.id
@@ -384,6 +384,19 @@ async def test_resuming_a_paused_agent_starts_a_new_streak(office: Office) -> No
     assert office.store.queue.escalation_streak(office.worker.id) == 0
     await _fail_until_escalated(office, await _assigned_task(office, "task 4"))
     assert office.store.office.get_agent(office.worker.id).status is AgentStatus.IDLE
+
+
+async def test_missing_file_words_in_a_failure_follow_the_retry_path(office: Office) -> None:
+    _worker_fails(office, "bash: rg: command not found\ncat: x: No such file or directory")
+    task = await _assigned_task(office)
+    await _drain(office)
+    run = _run_of(office, task)
+    assert (run.status, run.reason, run.retry_count) == (
+        RunStatus.SCHEDULED_RETRY,
+        RunReason.AGENT_FAILED,
+        1,
+    )
+    assert office.store.runlog.list_inbox(office.workspace.id) == []
 
 
 async def test_configuration_failure_fails_at_once_with_an_inbox_item(office: Office) -> None:
@@ -428,7 +441,12 @@ async def test_a_tuned_backoff_table_is_used(office: Office, tmp_path: Path) -> 
         project_id=office.project.id,
         assignee_agent_id=office.worker.id,
     )
-    expected = (timedelta(seconds=10), timedelta(seconds=20), timedelta(seconds=20))
+    expected = (
+        timedelta(seconds=10),
+        timedelta(seconds=20),
+        timedelta(seconds=20),
+        timedelta(seconds=20),
+    )
     office.clock.advance(HOLD)
     try:
         for base in expected:

@@ -311,7 +311,8 @@ def test_agent_settings_round_trip_losslessly(
             "agents/coder.yml": CODER_YML
             + "reports_to: lead\n"
             + "permission_policy: {mode: allow_listed, tools: [bash, read]}\n"
-            + "status: paused\npaused_reason: budget_exceeded\nskip_idle_wakeups: false\n",
+            + "status: paused\npaused_reason: budget_exceeded\nskip_idle_wakeups: false\n"
+            + "expected_run_cents: 40\n",
             "agents/tester.yml": "role: reviewer\nreports_to: coder\n"
             + "permission_policy: {mode: deny}\nstatus: stopped\n",
         },
@@ -320,6 +321,7 @@ def test_agent_settings_round_trip_losslessly(
     coder = next(a for a in original.agents if a.name == "coder")
     assert coder.permission_policy == {"mode": "allow_listed", "tools": ["bash", "read"]}
     assert (coder.reports_to, coder.paused_reason) == ("lead", "budget_exceeded")
+    assert coder.expected_run_cents == 40
     workspace_id = apply_import(store, plan_import(store, original), now)
     stored = store.office.find_agent_by_name(workspace_id, "coder")
     lead = store.office.find_agent_by_name(workspace_id, "lead")
@@ -330,6 +332,7 @@ def test_agent_settings_round_trip_losslessly(
         AgentStatus.PAUSED,
         "budget_exceeded",
     )
+    assert stored.expected_run_cents == 40
 
     exported = load_config(export_config(store, workspace_id, tmp_path / "exported"))
     assert replace(exported, routines=()) == original
@@ -360,6 +363,10 @@ def test_agent_settings_round_trip_losslessly(
         (
             {"agents/coder.yml": "role: worker\npermission_policy: {mode: maybe}\n"},
             "agents/coder.yml: permission_policy.mode",
+        ),
+        (
+            {"agents/coder.yml": "role: worker\nexpected_run_cents: -5\n"},
+            "agents/coder.yml: expected_run_cents",
         ),
         (
             {"agents/coder.yml": "role: worker\npermission_policy: {mode: deny, tools: [x]}\n"},

@@ -137,6 +137,14 @@ def test_load_a_routine_file(config_dir: Path) -> None:
     )
 
 
+def test_always_create_is_read_as_always_enqueue(config_dir: Path) -> None:
+    write(config_dir, {"routines/nightly.yml": "concurrency_policy: always_create\n"})
+
+    (nightly,) = load_config(config_dir).routines
+
+    assert nightly.concurrency_policy is ConcurrencyPolicy.ALWAYS_ENQUEUE
+
+
 def test_routine_defaults(config_dir: Path) -> None:
     write(
         config_dir,

@@ -361,7 +361,9 @@ CLASSIFY_CASES: list[tuple[str, ErrorFamily]] = [
     ("Reached maximum number of turns (10)", ErrorFamily.TIMEOUT),
     ('{"subtype":"error_max_turns"}', ErrorFamily.TIMEOUT),
     ("max turns exceeded", ErrorFamily.TIMEOUT),
-    ("bash: claude: command not found", ErrorFamily.CONFIG),
+    ("bash: claude: command not found", ErrorFamily.CRASH),
+    ("cat: notes.md: No such file or directory", ErrorFamily.CRASH),
+    ("sh: 1: rg: command not found\nError: tests failed", ErrorFamily.CRASH),
     ('{"error":{"code":"model_not_found"}}', ErrorFamily.CONFIG),
     ("error: unknown option '--foo'", ErrorFamily.CONFIG),
     ("API Error: 529 Overloaded", ErrorFamily.TRANSIENT),
@@ -403,7 +405,7 @@ def test_backoff_table_and_constants() -> None:
     ) == BACKOFF_TABLE
     assert JITTER == 0.25
     assert timedelta(seconds=30) == RESET_MARGIN
-    assert MAX_FAILURES == 4
+    assert MAX_FAILURES == 5
 
 
 def test_backoff_delay_seeded_is_reproducible_and_default_rng_works() -> None:
@@ -413,7 +415,7 @@ def test_backoff_delay_seeded_is_reproducible_and_default_rng_works() -> None:
         backoff_delay(0, random.Random(1))
 
 
-@pytest.mark.parametrize("failures", [4, 5, 9])
+@pytest.mark.parametrize("failures", [5, 6, 9])
 def test_plan_escalates_at_max_failures(failures: int) -> None:
     plan = plan_retry("You've hit your limit · resets 3pm", failures, NOW, random.Random(1))
     assert plan == RetryPlan(
@@ -426,7 +428,7 @@ def test_plan_escalates_at_max_failures(failures: int) -> None:
     )
 
 
-@pytest.mark.parametrize("failures", [1, 2, 3])
+@pytest.mark.parametrize("failures", [1, 2, 3, 4])
 def test_plan_does_not_escalate_before_max(failures: int) -> None:
     plan = plan_retry("syntax error", failures, NOW, random.Random(1))
     assert not plan.escalate

@@ -243,12 +243,14 @@ class AgentCreate(InputModel):
     executor: Name | None = None
     reports_to: EntityId | None = None
     permission_policy: dict[str, Any] | None = None
+    expected_run_cents: int | None = Field(default=None, ge=0, le=100_000_000)
 
 
 class AgentPatch(InputModel):
     """``PATCH /api/v1/agents/{id}`` (pause: ``{"status": "paused"}``, resume: ``"idle"``).
 
-    ``null`` clears ``executor``, ``reports_to`` and ``permission_policy`` and resets
+    ``null`` clears ``executor``, ``reports_to``, ``permission_policy`` and
+    ``expected_run_cents`` and resets
     ``skip_idle_wakeups`` to the role's default (so does a ``role`` change that does not
     set it). A status change goes through the same rules as
     ``POST /agents/{id}/pause|resume|stop``; ``working``/``pending_approval`` are 422.
@@ -266,9 +268,10 @@ class AgentPatch(InputModel):
     executor: Name | None = None
     reports_to: EntityId | None = None
     permission_policy: dict[str, Any] | None = None
+    expected_run_cents: int | None = Field(default=None, ge=0, le=100_000_000)
 
     NULLABLE: ClassVar[frozenset[str]] = frozenset(
-        {"executor", "skip_idle_wakeups", "reports_to", "permission_policy"}
+        {"executor", "skip_idle_wakeups", "reports_to", "permission_policy", "expected_run_cents"}
     )
 
 

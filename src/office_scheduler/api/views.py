@@ -189,6 +189,7 @@ class AgentOut(View):
     reports_to: str | None
     paused_reason: str | None
     permission_policy: dict[str, Any] | None
+    expected_run_cents: int | None
     last_wakeup_finished_at: Timestamp | None
     created_at: Timestamp
 
@@ -209,6 +210,7 @@ class AgentOut(View):
             reports_to=agent.reports_to,
             paused_reason=agent.paused_reason,
             permission_policy=agent.permission_policy,
+            expected_run_cents=agent.expected_run_cents,
             last_wakeup_finished_at=agent.last_wakeup_finished_at,
             created_at=agent.created_at,
         )

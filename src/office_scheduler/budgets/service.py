@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 
 from office_scheduler.budgets.notify import BudgetNotifier, Enqueue, Publish
+from office_scheduler.budgets.projection import expected_run_subcents
 from office_scheduler.clock import Clock
 from office_scheduler.domain.budgets import (
     SUBCENTS_PER_CENT,
@@ -49,12 +50,19 @@ POLICY_CHANGES = frozenset({"limit_cents", "period", "alert_threshold_pct", "act
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BudgetBlock:
-    """A policy that stops a run before launch, with the spend that put it over."""
+    """A policy that stops a run before launch, with the spend that put it over.
+
+    Attributes:
+        expected_subcents: for a policy not yet exceeded that the run's expected cost
+            would take over its limit (the projection), that cost; ``None`` when spend so
+            far already reached the limit.
+    """
 
     policy: BudgetPolicy
     period: str
     budget_pct: int
     spent_subcents: int
+    expected_subcents: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -318,6 +326,11 @@ class BudgetService:
         An exceeded policy whose action has not fired this period fires it now (a limit
         lowered below spend, or a period's first run after an earlier one crossed it).
 
+        A blocking policy (``pause_agent``, ``block``) not yet exceeded also stops the run
+        when spend so far plus the run's expected cost
+        (:func:`~office_scheduler.budgets.projection.expected_run_subcents`) would reach
+        its limit; nothing fires then (no pause, no alert): the run is only not launched.
+
         Args:
             agent: the run's agent.
             project_id: the project of the run's task, if any.
@@ -337,9 +350,22 @@ class BudgetService:
                 project_id=project_id,
                 agent_id=agent.id,
             )
+        expected: int | None = None
         for policy in policies:
             spent = await self._spent(policy, now)
             if not policy.exceeded(spent):
+                if not policy.action_on_exceed.blocks:
+                    continue
+                if expected is None:
+                    expected = await asyncio.to_thread(expected_run_subcents, self._store, agent)
+                if expected > 0 and policy.exceeded(spent + expected):
+                    return BudgetBlock(
+                        policy=policy,
+                        period=policy.period.key(now),
+                        budget_pct=policy.percent_of(spent),
+                        spent_subcents=spent,
+                        expected_subcents=expected,
+                    )
                 continue
             period = policy.period.key(now)
             pct = policy.percent_of(spent)

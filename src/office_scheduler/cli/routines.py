@@ -20,6 +20,7 @@ from office_scheduler.cli.state import state as current_state
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
 from office_scheduler.domain.routines import (
     BUILTIN_VARIABLES,
+    CONCURRENCY_ALIASES,
     CatchUpPolicy,
     ConcurrencyPolicy,
     VariableType,
@@ -56,7 +57,7 @@ RUN_COLUMNS = [
     ("reason", "status_reason"),
     ("created", "created_at"),
 ]
-CONCURRENCY = click.Choice([policy.value for policy in ConcurrencyPolicy])
+CONCURRENCY = click.Choice([*(policy.value for policy in ConcurrencyPolicy), *CONCURRENCY_ALIASES])
 CATCH_UP = click.Choice([policy.value for policy in CatchUpPolicy])
 VARIABLE_HELP = (
     "Declare a template variable as NAME:TYPE[:DEFAULT] (TYPE text, number, boolean, or "

@@ -73,3 +73,24 @@ class DatabaseLockedError(OfficeError):
     """Another scheduler process already runs the loops against this SQLite file."""
 
     code = "database_locked"
+
+
+class IdempotencyKeyReusedError(InvalidInputError):
+    """An idempotency key came back with a request other than the one it was first used for.
+
+    The IETF ``Idempotency-Key`` HTTP header draft answers such a reuse with 422; the same
+    key with the same request is a silent duplicate instead.
+
+    Attributes:
+        key: the key as the caller sent it.
+    """
+
+    code = "idempotency_key_reused"
+
+    def __init__(self, key: str, *, field: str = "idempotency_key") -> None:
+        super().__init__(
+            f"idempotency key {key!r} was already used with a different request; "
+            "send a new key for a new request",
+            field=field,
+        )
+        self.key = key

@@ -87,10 +87,16 @@ class ApprovalResolved(Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CommentAdded(Event):
-    """A comment was posted on ``task``."""
+    """A comment was posted on ``task``.
+
+    Attributes:
+        user_id: the person who wrote it (the admin token's name, or a chat message's
+            author), when a person did.
+    """
 
     comment: Comment
     task: Task
+    user_id: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

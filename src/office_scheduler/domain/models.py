@@ -157,6 +157,7 @@ class Agent:
     paused_reason: str | None = None
     permission_policy: JSON | None = None
     imported_status: AgentStatus | None = None
+    expected_run_cents: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -218,6 +219,10 @@ class WakeRequest:
         classification: ``periodic`` only for cron fires of lightweight routines.
         idempotency_key: duplicates of a key are silently rejected at any age.
         hold: whether the coalescing hold applies (user wakes and manual fires have none).
+        fingerprint: for a caller's key, the fingerprint of the caller's request
+            (:func:`office_scheduler.domain.idempotency.fingerprint`): the key coming back
+            with another fingerprint is refused
+            (:class:`~office_scheduler.domain.errors.IdempotencyKeyReusedError`).
     """
 
     workspace_id: str
@@ -228,6 +233,7 @@ class WakeRequest:
     classification: Classification = Classification.EVENT
     idempotency_key: str | None = None
     hold: bool = True
+    fingerprint: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -23,11 +23,24 @@ class RoutineStatus(StrEnum):
 
 
 class ConcurrencyPolicy(StrEnum):
-    """What a fire does while an instance of the same routine and fingerprint is active."""
+    """What a fire does while an instance of the same routine and fingerprint is active.
+
+    ``always_create`` is accepted as another name of ``always_enqueue`` (the specification
+    names the policy "always_enqueue/always_create"); it is stored and shown as
+    ``always_enqueue``.
+    """
 
     COALESCE_IF_ACTIVE = "coalesce_if_active"
     SKIP_IF_ACTIVE = "skip_if_active"
     ALWAYS_ENQUEUE = "always_enqueue"
+
+    @classmethod
+    def _missing_(cls, value: object) -> ConcurrencyPolicy | None:
+        return cls.ALWAYS_ENQUEUE if value == "always_create" else None
+
+
+#: Other names the specification gives policies, accepted on input.
+CONCURRENCY_ALIASES = {"always_create": ConcurrencyPolicy.ALWAYS_ENQUEUE}
 
 
 class CatchUpPolicy(StrEnum):

@@ -6,7 +6,11 @@ each so that no change wakes an agent twice:
 * :class:`TaskCreated` / :class:`TaskAssigned` → ``task_assigned`` for the assignee;
 * :class:`TaskMoved` → the kanban move rules (:meth:`OfficeSubscribers.on_task_moved`);
 * :class:`TaskUpdated` → ``task_blockers_resolved`` when a blocker link was removed;
-* :class:`CommentAdded` → ``comment`` for the assignee (never for its own comment);
+* :class:`TaskArchived` → like a move to ``DONE``: archiving is terminal in the
+  specification, so archiving the last open blocker or child wakes the waiting agent;
+* :class:`CommentAdded` → ``comment`` for the assignee (never for its own comment), and a
+  ``user`` wake for each agent a person's comment @mentions (an agent's mentions wake
+  nobody: agents mentioning each other must not wake each other in a loop);
 * :class:`ApprovalResolved` → ``approval_resolved`` for the requesting agent.
 
 Only Office tasks (project-linked, or on the workspace's office workflow) get autonomous
@@ -22,6 +26,7 @@ import structlog
 from office_scheduler.domain.events import (
     ApprovalResolved,
     CommentAdded,
+    TaskArchived,
     TaskAssigned,
     TaskCreated,
     TaskMoved,
@@ -30,6 +35,7 @@ from office_scheduler.domain.events import (
 from office_scheduler.domain.models import Approval, Task, WakeRequest
 from office_scheduler.domain.status import ApprovalKind, AuthorKind, TaskState, WakeSource
 from office_scheduler.events.bus import EventBus
+from office_scheduler.events.mentions import mentioned
 from office_scheduler.intake.service import Intake
 from office_scheduler.store.approvals import RESOLVED_KEY_PREFIX
 from office_scheduler.store.facade import Store
@@ -63,6 +69,7 @@ class OfficeSubscribers:
         bus.subscribe(self.on_task_assigned, TaskAssigned)
         bus.subscribe(self.on_task_moved, TaskMoved)
         bus.subscribe(self.on_task_updated, TaskUpdated)
+        bus.subscribe(self.on_task_archived, TaskArchived)
         bus.subscribe(self.on_comment_added, CommentAdded)
         bus.subscribe(self.on_approval_resolved, ApprovalResolved)
 
@@ -126,18 +133,61 @@ class OfficeSubscribers:
         if removed and _wakeable(after):
             await self._wake_if_unblocked(after, cause=sorted(removed)[0])
 
+    async def on_task_archived(self, event: TaskArchived) -> None:
+        """Archiving an open task ends it for its dependants and its parent.
+
+        A task archived after it reached ``DONE``/``CANCELLED`` already resolved them when it
+        moved, so only an archive of an open task sends ``task_blockers_resolved`` /
+        ``task_children_completed``.
+        """
+        if not event.task.state.is_terminal:
+            await self._resolve_dependants(event.task)
+
     async def on_comment_added(self, event: CommentAdded) -> None:
-        """A comment by anyone but the assignee on an Office task → ``comment`` wake."""
+        """A comment by anyone but the assignee on an Office task → ``comment`` wake.
+
+        A person's comment also wakes every agent it @mentions (:meth:`_wake_mentioned`).
+        """
         task, comment = event.task, event.comment
-        if not _wakeable(task):
-            return
-        if comment.author_kind is AuthorKind.AGENT and comment.author_agent_id == (
-            task.assignee_agent_id
-        ):
-            return
-        await self._wake_assignee(
-            task, WakeSource.COMMENT, key=f"comment:{comment.id}", comment_id=comment.id
+        by_assignee = comment.author_kind is AuthorKind.AGENT and (
+            comment.author_agent_id == task.assignee_agent_id
         )
+        if _wakeable(task) and not by_assignee:
+            await self._wake_assignee(
+                task, WakeSource.COMMENT, key=f"comment:{comment.id}", comment_id=comment.id
+            )
+        if comment.author_kind is not AuthorKind.AGENT:
+            await self._wake_mentioned(event)
+
+    async def _wake_mentioned(self, event: CommentAdded) -> None:
+        """Wake each agent a person's comment @mentions (source ``user``).
+
+        Payload ``{user_id, context: {task_id, comment_id}}``, key
+        ``comment:<comment id>:<agent id>``, no coalescing hold (like any user wake).
+
+        The wake is about the task (and joins the assignee's ``comment`` wake) when the
+        mentioned agent is the task's assignee; otherwise it is taskless, since a wake about
+        a task someone else holds would only be cancelled.
+        """
+        task, comment = event.task, event.comment
+        if "@" not in comment.body:
+            return
+        agents = await asyncio.to_thread(self._store.office.list_agents, task.workspace_id)
+        for agent in mentioned(comment.body, agents):
+            await self._intake.enqueue(
+                WakeRequest(
+                    workspace_id=task.workspace_id,
+                    agent_id=agent.id,
+                    source=WakeSource.USER,
+                    task_id=task.id if agent.id == task.assignee_agent_id else None,
+                    payload={
+                        "user_id": event.user_id,
+                        "context": {"task_id": task.id, "comment_id": comment.id},
+                    },
+                    idempotency_key=f"comment:{comment.id}:{agent.id}",
+                    hold=False,
+                )
+            )
 
     async def on_approval_resolved(self, event: ApprovalResolved) -> None:
         """A decided ``generic`` approval wakes the agent that asked (``approval_resolved``).

@@ -181,6 +181,8 @@ def export_config(store: Store, workspace_id: str, directory: Path | str) -> Pat
         }
         if agent.paused_reason is not None:
             data["paused_reason"] = agent.paused_reason
+        if agent.expected_run_cents is not None:
+            data["expected_run_cents"] = agent.expected_run_cents
         _write(root / "agents" / f"{_slug(agent.name, taken)}.yml", data)
     taken.clear()
     for project in office.list_projects(workspace_id):

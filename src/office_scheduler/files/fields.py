@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -95,9 +96,11 @@ class Fields:
         if value is None and default is not None:
             return default
         allowed = [member.value for member in enum]
-        if value not in allowed:
-            raise self.error(key, f"must be one of {', '.join(allowed)}")
-        return str(value)
+        if isinstance(value, str):
+            # The enum's own lookup, so that an alias it accepts is taken too.
+            with contextlib.suppress(ValueError):
+                return str(enum(value).value)
+        raise self.error(key, f"must be one of {', '.join(allowed)}")
 
     def done(self) -> None:
         """Refuse keys that no accessor asked for, suggesting the closest known key.

@@ -26,7 +26,7 @@ from office_scheduler.files.model import (
 from office_scheduler.files.notifications import load_notifications
 from office_scheduler.files.routines import load_routine
 from office_scheduler.files.secret_refs import referenced_name, resolve_env_value
-from office_scheduler.store.agent_rules import permission_policy
+from office_scheduler.store.agent_rules import MAX_EXPECTED_RUN_CENTS, permission_policy
 
 EXECUTOR_KINDS = ("command", "acp")
 _DEFAULT_PASS_ENV = ExecutorConfig(name="default").pass_env
@@ -110,6 +110,11 @@ def _agent(path: Path, where: str) -> AgentSpec:
         reports_to=spec.optional_text("reports_to"),
         permission_policy=_permission_policy(spec),
         paused_reason=spec.optional_text("paused_reason"),
+        expected_run_cents=(
+            None
+            if spec.get("expected_run_cents") is None
+            else spec.integer("expected_run_cents", 0, minimum=0, maximum=MAX_EXPECTED_RUN_CENTS)
+        ),
     )
     spec.done()
     return agent

@@ -27,7 +27,8 @@ class AgentSpec:
 
     ``reports_to`` is the *name* of another agent of the same config; ``permission_policy``
     is ``{"mode": ..., "tools": [...]}`` (normalised) or ``None``; ``paused_reason`` is kept
-    so that a budget pause survives an export and re-import.
+    so that a budget pause survives an export and re-import; ``expected_run_cents`` is what
+    one run is expected to cost (budgets' pre-launch projection), ``None`` when not set.
     """
 
     name: str
@@ -41,6 +42,7 @@ class AgentSpec:
     reports_to: str | None = None
     permission_policy: dict[str, Any] | None = None
     paused_reason: str | None = None
+    expected_run_cents: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

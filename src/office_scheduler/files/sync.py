@@ -56,6 +56,7 @@ def _agent_values(spec: AgentSpec) -> dict[str, object]:
         "executor": spec.executor,
         "permission_policy": spec.permission_policy,
         "paused_reason": spec.paused_reason,
+        "expected_run_cents": spec.expected_run_cents,
     }
 
 
@@ -260,6 +261,7 @@ def run_import(store: Store, plan: ImportPlan, now: datetime) -> ImportResult:
                 executor=agent_spec.executor,
                 status=agent_spec.status,
                 permission_policy=agent_spec.permission_policy,
+                expected_run_cents=agent_spec.expected_run_cents,
             )
             created = office.find_agent_by_name(workspace_id, agent_spec.name)
             assert created is not None

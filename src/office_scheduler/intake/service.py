@@ -13,7 +13,13 @@ from typing import Any, Protocol
 import structlog
 
 from office_scheduler.clock import Clock
-from office_scheduler.domain.errors import BusyError, InvalidInputError, NotFoundError, OfficeError
+from office_scheduler.domain.errors import (
+    BusyError,
+    IdempotencyKeyReusedError,
+    InvalidInputError,
+    NotFoundError,
+    OfficeError,
+)
 from office_scheduler.domain.events import Event, WakeupReceived
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.status import IntakeOutcome
@@ -142,6 +148,8 @@ class Intake:
         Raises:
             NotFoundError: the agent or workspace does not exist.
             InvalidInputError: see :func:`validate_request`.
+            IdempotencyKeyReusedError: the key came with another request's fingerprint
+                (``request.fingerprint``); nothing was written.
             BusyError: another transaction held the agent for :data:`BUSY_AGENT_WAIT_S`,
                 or the service is closing; nothing was written.
         """
@@ -234,7 +242,10 @@ class Intake:
             elif row is None:
                 written[index] = BUSY  # another transaction holds the agent
             else:
-                written[index] = self._persist_valid(request, windows, row, shared)
+                try:
+                    written[index] = self._persist_valid(request, windows, row, shared)
+                except IdempotencyKeyReusedError as exc:
+                    written[index] = exc  # refused before writing: the group goes on
         queue.write_shared(shared)
         return written
 

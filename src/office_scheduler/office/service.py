@@ -322,10 +322,13 @@ class OfficeService:
         author_agent_id: str | None = None,
         channel: str | None = None,
         external_author: str | None = None,
+        user_id: str | None = None,
     ) -> Comment:
         """Post a comment and publish :class:`CommentAdded`.
 
         ``channel``/``external_author`` mark a message from a chat integration.
+        ``user_id`` names the person who wrote a ``user`` comment (the admin token's name);
+        a chat message's author when not given. Agents it @mentions are woken with it.
 
         Raises:
             NotFoundError: no such task or author agent.
@@ -342,7 +345,11 @@ class OfficeService:
             external_author=external_author,
         )
         task = await asyncio.to_thread(self._store.office.get_task, task_id)
+        if author_kind is AuthorKind.USER and user_id is None:
+            user_id = external_author
         await self._bus.publish(
-            CommentAdded(comment=comment, task=task, actor_agent_id=author_agent_id)
+            CommentAdded(
+                comment=comment, task=task, actor_agent_id=author_agent_id, user_id=user_id
+            )
         )
         return comment

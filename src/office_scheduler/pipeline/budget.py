@@ -3,7 +3,9 @@
 The check runs between ``checkout`` and ``build_context``: workspace → project → agent
 policies (specification "Pre-execution budget check"). The first exceeded policy whose action
 blocks ends the run ``finished`` with reason ``budget_exceeded``; for ``pause_agent`` the
-agent is paused first (its other queued runs end the same way). ``notify`` never stops a run.
+agent is paused first (its other queued runs end the same way). So does a blocking policy
+that spend so far plus the run's expected cost would take over its limit (the projection;
+nothing is paused then). ``notify`` never stops a run.
 
 :func:`record_cost` is called from the launch step when a session ends: it stores the cost
 event and fires the alerts and exceed actions the new spend calls for. A failure there is
@@ -44,9 +46,12 @@ async def budget_check(ctx: RunContext, call_next: Next) -> None:
     )
     if block is not None:
         policy = block.policy
+        projected = block.expected_subcents is not None
+        expected_pct = policy.percent_of(block.expected_subcents or 0)
+        why = f" + this run's expected {expected_pct}% would exceed it" if projected else ""
         await ctx.event(
             "budget_exceeded",
-            f"{policy.scope_kind.value} budget at {block.budget_pct}%: "
+            f"{policy.scope_kind.value} budget at {block.budget_pct}%{why}: "
             f"{policy.action_on_exceed.value}",
             policy_id=policy.id,
             scope_kind=policy.scope_kind.value,
@@ -54,6 +59,8 @@ async def budget_check(ctx: RunContext, call_next: Next) -> None:
             period=block.period,
             budget_pct=block.budget_pct,
             action_on_exceed=policy.action_on_exceed.value,
+            projected=projected,
+            expected_run_cents=(block.expected_subcents or 0) / 100 if projected else None,
         )
         await ctx.end(RunStatus.FINISHED, RunReason.BUDGET_EXCEEDED)
         return

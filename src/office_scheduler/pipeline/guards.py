@@ -137,15 +137,19 @@ async def idle_skip(ctx: RunContext, call_next: Next) -> None:
         if count is None:  # not counted by load
             count = await asyncio.to_thread(ctx.deps.store.office.count_actionable_tasks, agent.id)
         if count == 0:
-            log.info(
-                "wakeup_idle_skipped",
-                wakeup_ids=_wakeup_ids(ctx),
-                wakeup_count=ctx.wakes.total if ctx.wakes is not None else None,
-                agent_instance_id=agent.id,
-                agent_name=agent.name,
-                run_id=ctx.run.id,
-                reason=RunReason.NO_ACTIONABLE_TASKS.value,
-            )
+            # One line per wake, each naming its wakeup request (specification "Idle
+            # wakeup skip": the skip is logged per wakeup); a hot run's wakes beyond the
+            # bounded view the pipeline read are counted in ``wakeup_count``.
+            for wakeup_id in _wakeup_ids(ctx):
+                log.info(
+                    "wakeup_idle_skipped",
+                    wakeup_id=wakeup_id,
+                    wakeup_count=ctx.wakes.total if ctx.wakes is not None else None,
+                    agent_instance_id=agent.id,
+                    agent_name=agent.name,
+                    run_id=ctx.run.id,
+                    reason=RunReason.NO_ACTIONABLE_TASKS.value,
+                )
             await ctx.end(
                 RunStatus.FINISHED, RunReason.NO_ACTIONABLE_TASKS, then=_log_idle_skip(ctx)
             )

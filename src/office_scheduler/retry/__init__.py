@@ -80,8 +80,9 @@ BACKOFF_TABLE: Final[tuple[timedelta, ...]] = (
 JITTER: Final = 0.25
 #: Added to a parsed reset so the retry lands after the provider's window has really reopened.
 RESET_MARGIN: Final = timedelta(seconds=30)
-#: The failure (counting from 1) that escalates instead of retrying.
-MAX_FAILURES: Final = 4
+#: The failure (counting from 1) that escalates instead of retrying: the fifth, so that each of
+#: the four :data:`BACKOFF_TABLE` entries is used once (the original system's schedule).
+MAX_FAILURES: Final = 5
 
 RetrySource = Literal["rate_limit_parsed", "backoff"]
 
@@ -151,9 +152,12 @@ _MAX_TURNS_RE: Final = re.compile(
     r"|turn[\s_]{1,4}limit|error_max_turns",
     _F,
 )
+#: Words of a CLI that started and refused its arguments or model. ``command not found`` and
+#: ``No such file or directory`` are not here: an agent's own tools print them in its stderr
+#: all the time; a program that could not be started is known from the spawn itself (the
+#: executor's ``config_failure``), not from words.
 _CONFIG_RE: Final = re.compile(
-    r"command\s{1,4}not\s{1,4}found|no\s{1,4}such\s{1,4}file\s{1,4}or\s{1,4}directory"
-    r"|unknown\s{1,4}(?:option|argument|flag)|unrecognized\s{1,4}(?:option|argument)"
+    r"unknown\s{1,4}(?:option|argument|flag)|unrecognized\s{1,4}(?:option|argument)"
     r"|model[\s_]{1,4}not[\s_]{1,4}found|model_not_found|invalid\s{1,4}model"
     r"|not_found_error|invalid[\s_]{1,4}config",
     _F,
@@ -202,8 +206,10 @@ def classify_error(text: str) -> ErrorFamily:
     * ``TIMEOUT``: max turns (``max turns``, ``maximum number of turns``, ``error_max_turns``,
       ``turn limit``): the agent ran out of its turn budget, the turn analogue of a wall
       timeout (ErrorFamily has no dedicated member).
-    * ``CONFIG``: ``command not found``, ``No such file or directory``, unknown options,
-      unknown or invalid models.
+    * ``CONFIG``: unknown options, unknown or invalid models (the CLI refused its
+      arguments). Never ``command not found`` or ``No such file or directory``: those are
+      the agent's tools talking; a missing program or working directory is known from the
+      failed spawn, which the executor reports as ``config`` itself.
     * ``TRANSIENT``: ``overloaded``, HTTP ``500``/``502``/``503``/``504``/``529``, connection
       resets and refusals, ``timed out``, ``stream disconnected``, ``try again later``.
     * ``CRASH``: anything else (the executor's default family for a failed session).

@@ -171,6 +171,7 @@ class RoutineDispatcher:
             return Dispatched(current)
         if gate.task is not None:
             return Dispatched(gate.run, task=gate.task)
+        window = held.coalesce_window if held else None
         if not gate.proceed:
             log.info(
                 "routine_run_" + gate.run.status.value,
@@ -178,8 +179,17 @@ class RoutineDispatcher:
                 routine_run_id=run.id,
                 active_routine_run_id=gate.active.id if gate.active else None,
             )
+            if gate.run.status is RoutineRunStatus.COALESCED and rendered is None:
+                # The fire's payload must reach the agent, not stay on this row: its wake
+                # goes through intake like any other, which merges it into the active run
+                # while that run has not started, else into one follow-up run that later
+                # fires merge into as well.
+                request = self._request(routine, gate.run)
+                return Dispatched(
+                    gate.run, wake=(request, self._intake.persist(request, window=window))
+                )
             return Dispatched(gate.run)
-        return self._wake(routine, gate.run, held.coalesce_window if held else None)
+        return self._wake(routine, gate.run, window)
 
     async def announce(self, dispatched: Dispatched) -> RoutineRun:
         """Tell the office what a committed dispatch did; returns its routine run."""
@@ -208,13 +218,18 @@ class RoutineDispatcher:
             return f"assignee {routine.assignee_agent_id} no longer exists"
         return None
 
-    def _wake(self, routine: Routine, run: RoutineRun, window: timedelta | None) -> Dispatched:
+    @staticmethod
+    def _request(routine: Routine, run: RoutineRun) -> WakeRequest:
+        """The wake of a lightweight routine run, keyed by the run (safe to send again).
+
+        A catch-up summary (``missed_ticks``) rides on it whichever way intake merges it.
+        """
         assert routine.assignee_agent_id is not None  # checked by _dispatch_problem
         payload: dict[str, Any] = {"routine_id": routine.id, "variables": run.variables}
         if run.missed:
             payload["missed_ticks"] = run.missed
         periodic = run.source is RoutineRunSource.CRON
-        request = WakeRequest(
+        return WakeRequest(
             workspace_id=routine.workspace_id,
             agent_id=routine.assignee_agent_id,
             source=WakeSource.ROUTINE,
@@ -223,6 +238,9 @@ class RoutineDispatcher:
             idempotency_key=run.idempotency_key,
             hold=run.source is not RoutineRunSource.MANUAL,
         )
+
+    def _wake(self, routine: Routine, run: RoutineRun, window: timedelta | None) -> Dispatched:
+        request = self._request(routine, run)
         result = self._intake.persist(request, window=window)
         settled = self._store.routines.settle(
             run.id,

@@ -12,11 +12,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
 
 import structlog
 
 from office_scheduler.clock import Clock
-from office_scheduler.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from office_scheduler.domain.errors import (
+    ConflictError,
+    IdempotencyKeyReusedError,
+    InvalidInputError,
+    NotFoundError,
+)
+from office_scheduler.domain.idempotency import fingerprint
 from office_scheduler.domain.routines import (
     CatchUpPolicy,
     ConcurrencyPolicy,
@@ -24,6 +32,7 @@ from office_scheduler.domain.routines import (
     RoutineRun,
     RoutineRunSource,
     RoutineStatus,
+    RoutineTrigger,
     SigningMode,
 )
 from office_scheduler.intake.service import Intake
@@ -207,6 +216,8 @@ class RoutineService(TriggerOps):
             ConflictError: a replayed signed delivery, or a disabled trigger or inactive
                 routine.
             InvalidInputError: a malformed body, key or variable.
+            IdempotencyKeyReusedError: the ``Idempotency-Key`` came before with another
+                body (HTTP 422 naming the key); nothing is stored.
         """
         found = await asyncio.to_thread(self._store.routines.webhook_trigger, public_id)
         if found is None:
@@ -218,8 +229,30 @@ class RoutineService(TriggerOps):
         key = webhooks.idempotency_key(headers)
         provided = webhooks.parse_body(body)
         scoped_key = f"routine:{trigger.routine_id}:webhook:{key}" if key else None
+        # The parsed body, so that a redelivery differing only in layout is still one.
+        request_fingerprint = fingerprint(provided) if key else None
+        try:
+            return await self._deliver(
+                trigger, provided, now, signature, scoped_key, request_fingerprint
+            )
+        except IdempotencyKeyReusedError:
+            assert key is not None
+            raise IdempotencyKeyReusedError(key, field="Idempotency-Key") from None
+
+    async def _deliver(
+        self,
+        trigger: RoutineTrigger,
+        provided: Mapping[str, Any],
+        now: datetime,
+        signature: str | None,
+        scoped_key: str | None,
+        request_fingerprint: str | None,
+    ) -> tuple[RoutineRun, bool]:
+        """:meth:`fire_webhook` once the delivery is authenticated and parsed."""
         if scoped_key is not None:
-            earlier = await asyncio.to_thread(self._store.routines.find_run_by_key, scoped_key)
+            earlier = await asyncio.to_thread(
+                self._store.routines.find_run_by_key, scoped_key, fingerprint=request_fingerprint
+            )
             if earlier is not None:
                 return earlier, False  # a redelivery: answered even if paused since
         routine = await self.get_routine(trigger.routine_id)
@@ -240,6 +273,7 @@ class RoutineService(TriggerOps):
                 idempotency_key=scoped_key,
                 key_prefix=f"routine:{routine.id}:webhook:",
                 delivery_signature=signature,
+                request_fingerprint=request_fingerprint,
             ),
             now=now,
         )

@@ -24,6 +24,7 @@ import asyncio
 import functools
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import ParamSpec, TypeVar
 
 import structlog
@@ -108,6 +109,8 @@ class MaintenanceLoop(OwnedLoop):
     ) -> None:
         self._alive = alive
         self._leadership = leadership
+        # When the next full tick is due (UTC); passes before it only promote due retries.
+        self._next_tick_at: datetime | None = None
         self._store = store
         self._clock = clock
         self._settings = settings
@@ -351,16 +354,25 @@ class MaintenanceLoop(OwnedLoop):
         A process that does not lead does nothing (the leader loop takes the lease when it
         is free and pokes this loop). The holder checks its own deadline before the pass
         and before each write of it; a pass whose leadership ends, or whose write is
-        refused by the epoch fence, stops where it is.
+        refused by the epoch fence, stops where it is. A pass that comes early because a
+        retry fell due (or the loop was poked) only promotes due retries: the full tick
+        (recovery sweep included) runs at most once per ``maintenance_interval``, however
+        many retries are due in between.
         """
-        pause = self._settings.maintenance_interval.total_seconds()
+        interval = self._settings.maintenance_interval
+        pause = interval.total_seconds()
         if self._leadership is not None:
             term = self._leadership.term()
             if term is None:
                 return pause
             self._term = term
+        now = self._clock.now()
         try:
-            await self.tick()
+            if self._next_tick_at is None or now >= self._next_tick_at:
+                self._next_tick_at = now + interval
+                await self.tick()
+            else:
+                await self.promote_due_retries()
         except LeadershipLost as exc:
             log.warning("maintenance_pass_stopped", reason=str(exc))
             return pause
@@ -371,8 +383,10 @@ class MaintenanceLoop(OwnedLoop):
             return pause
         finally:
             self._term = None
+        now = self._clock.now()
+        pause = max((self._next_tick_at - now).total_seconds(), MIN_PAUSE_S)
         due = await asyncio.to_thread(self._store.queue.next_retry_at)
         if due is not None:
-            until_due = (due - self._clock.now()).total_seconds()
+            until_due = (due - now).total_seconds()
             pause = min(pause, max(until_due, MIN_PAUSE_S))
         return pause

@@ -31,6 +31,31 @@ MANUAL_PAUSE = "manual"
 MAX_PAUSED_REASON = 60
 
 
+#: Largest ``expected_run_cents`` (one million dollars).
+MAX_EXPECTED_RUN_CENTS = 100_000_000
+
+
+def expected_run_cents(value: object) -> int | None:
+    """Validate an agent's expected cost of one run, in cents (``None``: not set).
+
+    Raises:
+        InvalidInputError: not a whole number in ``0..MAX_EXPECTED_RUN_CENTS`` (field
+            ``expected_run_cents``).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(
+            "expected_run_cents must be a whole number of cents", field="expected_run_cents"
+        )
+    if not 0 <= value <= MAX_EXPECTED_RUN_CENTS:
+        raise InvalidInputError(
+            f"expected_run_cents must be in 0..{MAX_EXPECTED_RUN_CENTS}",
+            field="expected_run_cents",
+        )
+    return value
+
+
 def permission_policy(value: object) -> dict[str, Any] | None:
     """Validate an agent's permission policy.
 

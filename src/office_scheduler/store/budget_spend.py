@@ -170,3 +170,23 @@ class SpendQueries:
                 )
                 found += [_spend(kind, str(row.scope_id), row) for row in rows]
             return found
+
+    def recent_run_costs(self, agent_id: str, *, limit: int) -> list[int]:
+        """What each of the agent's ``limit`` latest priced runs cost, newest first.
+
+        A run's cost is the sum of its priced cost events, in subcents; runs that reported
+        no price (or no usage) are not counted. Driven by ``ix_cost_events_agent_at``.
+        """
+        query = (
+            sa.select(sa.func.sum(cost_events.c.cost_subcents))
+            .where(
+                cost_events.c.agent_id == agent_id,
+                cost_events.c.priced.is_(sa.true()),
+                cost_events.c.run_id.is_not(None),
+            )
+            .group_by(cost_events.c.run_id)
+            .order_by(sa.func.max(cost_events.c.at).desc(), cost_events.c.run_id.desc())
+            .limit(limit)
+        )
+        with self._db.read() as conn:
+            return [int(cost) for cost in conn.execute(query).scalars()]

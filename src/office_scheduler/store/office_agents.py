@@ -17,6 +17,7 @@ from office_scheduler.store.agent_rules import (
     check_reports_to,
     end_pending_runs,
 )
+from office_scheduler.store.agent_rules import expected_run_cents as expected_cents
 from office_scheduler.store.agent_rules import paused_reason as _paused_reason
 from office_scheduler.store.agent_rules import permission_policy as _policy
 from office_scheduler.store.engine import Database
@@ -44,6 +45,7 @@ _AGENT_CHANGES = frozenset(
         "permission_policy",
         "paused_reason",
         "imported_status",
+        "expected_run_cents",
     }
 )
 #: Statuses that mean "not paused": entering one clears ``paused_reason``.
@@ -121,6 +123,7 @@ class AgentMethods:
         status: AgentStatus = AgentStatus.IDLE,
         reports_to: str | None = None,
         permission_policy: dict[str, Any] | None = None,
+        expected_run_cents: int | None = None,
     ) -> Agent:
         """Create an agent in a workspace.
 
@@ -137,6 +140,8 @@ class AgentMethods:
             status: initial status.
             reports_to: the agent it reports to (same workspace).
             permission_policy: ``{"mode": ..., "tools": [...]}`` or ``None``.
+            expected_run_cents: what one run is expected to cost, in cents, for the budget
+                pre-launch check (``None``: the median of its recent priced runs).
 
         Returns:
             The new agent.
@@ -163,6 +168,7 @@ class AgentMethods:
                 else flag(skip_idle_wakeups, field="skip_idle_wakeups")
             ),
             "executor": optional_text(executor, field="executor"),
+            "expected_run_cents": expected_cents(expected_run_cents),
         }
         agent_id = new_id()
         message = _conflict_message(values["name"])
@@ -245,9 +251,9 @@ class AgentMethods:
         Allowed keys: ``name``, ``role``, ``status``, ``instructions``,
         ``max_concurrent_sessions``, ``cooldown`` (a timedelta), ``skip_idle_wakeups``
         (``None`` resets it to the role's default), ``executor``, ``reports_to`` (``None``
-        clears it), ``permission_policy`` (``None`` clears it), ``paused_reason`` and
-        ``imported_status`` (the status a config import set, see
-        :func:`~office_scheduler.files.sync.plan_import`). A new
+        clears it), ``permission_policy`` (``None`` clears it), ``expected_run_cents``
+        (``None`` clears it), ``paused_reason`` and ``imported_status`` (the status a config
+        import set, see :func:`~office_scheduler.files.sync.plan_import`). A new
         cooldown also moves the agent's ``cooldown_until`` to ``last_wakeup_finished_at +
         cooldown``; a status of ``idle`` or ``working`` clears ``paused_reason`` unless one
         is given. A role change into or out of the coordinator roles installs, resumes or
@@ -422,6 +428,8 @@ def _changed_values(changes: dict[str, object]) -> dict[str, Any]:
         values["executor"] = optional_text(changes["executor"], field="executor")
     if "permission_policy" in changes:
         values["permission_policy"] = _policy(changes["permission_policy"])
+    if "expected_run_cents" in changes:
+        values["expected_run_cents"] = expected_cents(changes["expected_run_cents"])
     skip = changes.get("skip_idle_wakeups")
     if skip is not None:
         values["skip_idle_wakeups"] = flag(skip, field="skip_idle_wakeups")

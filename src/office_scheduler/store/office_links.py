@@ -31,6 +31,7 @@ _OPEN_BLOCKERS = (
     .where(
         task_blockers.c.task_id == sa.bindparam("task_id"),
         tasks.c.state.not_in([TaskState.DONE.value, TaskState.CANCELLED.value]),
+        tasks.c.archived_at.is_(None),
     )
     .order_by(task_blockers.c.blocker_task_id)
 )
@@ -183,9 +184,10 @@ class LinkMethods:
     def open_blocker_ids(self, task_id: str) -> list[str]:
         """Return the ids of the task's blockers that have not ended, sorted.
 
-        A blocker ends when it reaches ``DONE`` or ``CANCELLED``: a cancelled blocker
-        resolves the dependency (specification "Manual status changes": moving a task to
-        Done or Cancelled resolves blocker dependencies).
+        A blocker ends when it reaches ``DONE`` or ``CANCELLED`` or is archived: a cancelled
+        blocker resolves the dependency (specification "Manual status changes": moving a
+        task to Done or Cancelled resolves blocker dependencies), and the specification
+        counts ARCHIVED as terminal too.
 
         Raises:
             NotFoundError: no such task (field ``task_id``).

@@ -15,7 +15,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from office_scheduler.domain.errors import NotFoundError
+from office_scheduler.domain.errors import IdempotencyKeyReusedError, NotFoundError
+from office_scheduler.domain.idempotency import conflicts
 from office_scheduler.domain.models import Run, WakeRequest, WakeupRequest
 from office_scheduler.domain.status import (
     CLAIMABLE_AGENT_STATUSES,
@@ -300,6 +301,8 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries, RunWakesQuer
 
         Raises:
             NotFoundError: the agent does not exist, or not in ``request.workspace_id``.
+            IdempotencyKeyReusedError: the key exists with another request's fingerprint;
+                nothing of this wake was written.
         """
         # Alone, the shared writes are this wake's own, written before it returns.
         writes = SharedWrites() if shared is None else shared
@@ -315,13 +318,14 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries, RunWakesQuer
             values = {
                 **_request_columns(request),
                 "payload": request.payload,
+                "request_fingerprint": request.fingerprint,
                 "status": WakeupStatus.QUEUED.value,
                 "requested_at": now,
             }
             inserted = conn.execute(_INSERT_WAKEUP(conn), values).mappings().first()
             if inserted is None:
                 writes.write_outcomes(conn)  # the original may be one of this group's wakes
-                return self._duplicate(conn, request.idempotency_key)
+                return self._duplicate(conn, request)
             stored = wakeup_from_row(inserted)
             merged: Run | None = None
             in_flight: Run | None = None
@@ -372,8 +376,17 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries, RunWakesQuer
         with self._db.write() as conn:
             shared.flush(conn, self._db.schema)
 
-    def _duplicate(self, conn: Connection, key: str | None) -> IntakeResult:
+    def _duplicate(self, conn: Connection, request: WakeRequest) -> IntakeResult:
+        """The original of a duplicate key; refused when it came with another request.
+
+        A concurrent first delivery of the key waits here for the other transaction
+        (PostgreSQL) or behind the write lock (SQLite), so of two deliveries with two
+        bodies one is written and the other refused.
+        """
+        key = request.idempotency_key
         row = conn.execute(_WAKEUP_BY_KEY, {"key": key}).mappings().one()
+        if key is not None and conflicts(row["request_fingerprint"], request.fingerprint):
+            raise IdempotencyKeyReusedError(key)
         original = wakeup_from_row(row)
         run = get_run(conn, original.run_id) if original.run_id is not None else None
         return IntakeResult(request=original, run=run, outcome=IntakeOutcome.DEDUPLICATED)

@@ -15,7 +15,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from office_scheduler.domain.errors import ConflictError, NotFoundError
+from office_scheduler.domain.errors import ConflictError, IdempotencyKeyReusedError, NotFoundError
+from office_scheduler.domain.idempotency import conflicts
 from office_scheduler.domain.models import Task
 from office_scheduler.domain.routines import (
     LINKED_ROUTINE_RUN_STATUSES,
@@ -38,6 +39,8 @@ class NewRoutineRun:
 
     ``idempotency_key`` ``None`` gives the run the key ``key_prefix + str(id)`` (manual fires
     and unkeyed webhook deliveries stay distinct, as the specification asks).
+    ``request_fingerprint`` is the fingerprint of the caller's request a caller's key came
+    with (:func:`office_scheduler.domain.idempotency.fingerprint`).
     """
 
     routine_id: str
@@ -49,6 +52,7 @@ class NewRoutineRun:
     key_prefix: str = ""
     missed: Mapping[str, Any] | None = None
     delivery_signature: str | None = None
+    request_fingerprint: str | None = None
     status: RoutineRunStatus = RoutineRunStatus.RECEIVED
     status_reason: str | None = None
     warnings: tuple[str, ...] = ()
@@ -177,6 +181,7 @@ def _run_values(new: NewRoutineRun, now: datetime) -> dict[str, Any]:
         "scheduled_for": new.scheduled_for,
         "idempotency_key": new.idempotency_key,
         "delivery_signature": new.delivery_signature,
+        "request_fingerprint": new.request_fingerprint,
         "created_at": now,
         "completed_at": now if terminal else None,
     }
@@ -201,11 +206,22 @@ def _insert_unless_key_exists(
     return routine_run_from_row(row) if row is not None else None
 
 
-def _existing_by_key(conn: Connection, key: str | None) -> RoutineRun | None:
+def _existing_by_key(
+    conn: Connection, key: str | None, fingerprint: str | None = None
+) -> RoutineRun | None:
+    """The routine run holding ``key``, or ``None``.
+
+    Raises:
+        IdempotencyKeyReusedError: it came with a request of another ``fingerprint``.
+    """
     if key is None:
         return None
     row = first_row(conn, _RUN_BY_KEY, {"key": key})
-    return routine_run_from_row(row) if row else None
+    if row is None:
+        return None
+    if conflicts(row["request_fingerprint"], fingerprint):
+        raise IdempotencyKeyReusedError(key, field="Idempotency-Key")
+    return routine_run_from_row(row)
 
 
 def _replayed(conn: Connection, new: NewRoutineRun) -> bool:
@@ -267,13 +283,15 @@ class RoutineRunMethods:
 
         Raises:
             NotFoundError: no such routine.
+            IdempotencyKeyReusedError: the key exists with another request's fingerprint
+                (also when a concurrent first delivery of the key won).
             ConflictError: a signed delivery whose signature was already used (a replay).
         """
         for _attempt in range(2):
             try:
                 with self._db.write() as conn:
                     routine_row(conn, new.routine_id)
-                    existing = _existing_by_key(conn, new.idempotency_key)
+                    existing = _existing_by_key(conn, new.idempotency_key, new.request_fingerprint)
                     if existing is not None:
                         return existing, False
                     if _replayed(conn, new):
@@ -286,10 +304,15 @@ class RoutineRunMethods:
                 continue  # a concurrent insert won; the next attempt sees its row
         raise ConflictError("concurrent delivery of the same request", field="Idempotency-Key")
 
-    def find_run_by_key(self, key: str) -> RoutineRun | None:
-        """The routine run with idempotency key ``key``, or ``None``."""
+    def find_run_by_key(self, key: str, *, fingerprint: str | None = None) -> RoutineRun | None:
+        """The routine run with idempotency key ``key``, or ``None``.
+
+        Raises:
+            IdempotencyKeyReusedError: the run came with a request whose fingerprint is not
+                ``fingerprint`` (field ``Idempotency-Key``).
+        """
         with self._db.read() as conn:
-            return _existing_by_key(conn, key)
+            return _existing_by_key(conn, key, fingerprint)
 
     def get_run(self, run_id: int) -> RoutineRun:
         """The routine run ``run_id``.

@@ -131,6 +131,7 @@ def agent_from_row(row: Row) -> Agent:
         imported_status=(
             None if row["imported_status"] is None else AgentStatus(row["imported_status"])
         ),
+        expected_run_cents=row["expected_run_cents"],
     )
 
 

@@ -105,6 +105,9 @@ agents = sa.Table(
     # The status the last config import set (NULL: none did): an import leaves a paused or
     # stopped status alone unless it set that status itself.
     sa.Column("imported_status", sa.String(40)),
+    # Expected cost of one run in cents, for the budget pre-launch check (NULL: the median
+    # of the agent's recent priced runs).
+    sa.Column("expected_run_cents", sa.Integer()),
     _ts("last_wakeup_finished_at"),
     # last_wakeup_finished_at + cooldown_s, kept so the claim filters agents in SQL.
     _ts("cooldown_until"),
@@ -209,6 +212,9 @@ wakeup_requests = sa.Table(
     sa.Column("classification", sa.String(20), nullable=False),
     sa.Column("payload", json_type(), nullable=False),
     sa.Column("idempotency_key", sa.String(600), unique=True),  # scope + 500 (0006)
+    # SHA-256 of the caller's request the key came with (explicit wakes): the key reused
+    # with another request is refused instead of deduplicated.
+    sa.Column("request_fingerprint", sa.String(64)),
     sa.Column("status", sa.String(20), nullable=False),
     sa.Column("status_reason", sa.String(200)),
     sa.Column("run_id", sa.BigInteger()),
@@ -353,6 +359,8 @@ routine_runs = sa.Table(
     sa.Column("idempotency_key", sa.String(600), unique=True),
     # HMAC signature of a signed webhook delivery; a replay of it is rejected.
     sa.Column("delivery_signature", sa.String(128)),
+    # SHA-256 of the webhook body a caller's Idempotency-Key came with.
+    sa.Column("request_fingerprint", sa.String(64)),
     sa.Index("ix_routine_runs_routine_fingerprint", "routine_id", "dispatch_fingerprint"),
     sa.Index("ix_routine_runs_linked_task_id", "linked_task_id"),
     sa.Index("ix_routine_runs_linked_run_id", "linked_run_id"),

@@ -105,6 +105,7 @@ async def create_agent(
         status=body.status,
         reports_to=body.reports_to,
         permission_policy=body.permission_policy,
+        expected_run_cents=body.expected_run_cents,
     )
     return AgentOut.of(agent)
 
@@ -209,6 +210,7 @@ async def wake_agent(
         task_id=body.task_id,
         idempotency_key=body.idempotency_key,
         agent=agent,
+        user_id=principal.token.name if source is WakeSource.USER else None,
     )
     return IntakeOut.of(result)
 
@@ -237,5 +239,5 @@ async def wake_agents(
         )
         for item in body.wakes
     ]
-    results = await service.wake_many(workspace_id, wakes)
+    results = await service.wake_many(workspace_id, wakes, user_id=principal.token.name)
     return ListOut(items=[IntakeOut.of(result) for result in results])

@@ -19,14 +19,21 @@ router = APIRouter(tags=["comments"], responses=ERRORS)
 async def add_comment(
     task_id: str, body: CommentIn, service: ServiceDep, principal: PrincipalDep
 ) -> CommentOut:
-    """Post a comment; on an assigned Office task it wakes the assignee (unless it wrote it)."""
+    """Post a comment; on an assigned Office task it wakes the assignee (unless it wrote it).
+
+    A person's comment also wakes each agent it @mentions (by name); an agent's does not.
+    """
     await load_task(service, principal, task_id)
     if principal.is_admin:
         kind, author = AuthorKind.USER, None
     else:
         kind, author = AuthorKind.AGENT, principal.agent_id
     comment = await service.office.add_comment(
-        task_id, body.body, author_kind=kind, author_agent_id=author
+        task_id,
+        body.body,
+        author_kind=kind,
+        author_agent_id=author,
+        user_id=principal.token.name if principal.is_admin else None,
     )
     return CommentOut.model_validate(comment)
 

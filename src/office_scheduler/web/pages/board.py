@@ -91,11 +91,16 @@ async def task_detail(request: Request, task_id: str, _: SessionDep) -> Response
 async def add_comment(
     request: Request,
     task_id: str,
-    _: SessionDep,
+    principal: SessionDep,
     body: Annotated[str, Form(max_length=20_000)] = "",
 ) -> Response:
-    """Comment as a person (wakes the assignee of an Office task, as the API does)."""
+    """Comment as a person, as the API does.
+
+    It wakes the assignee of an Office task and the agents it @mentions.
+    """
     service = service_of(request)
     message = text(body, field="body", required=True)
-    await service.office.add_comment(task_id, message, author_kind=AuthorKind.USER)
+    await service.office.add_comment(
+        task_id, message, author_kind=AuthorKind.USER, user_id=principal.token.name
+    )
     return back(f"/tasks/{task_id}", notice="Comment added")
