@@ -49,7 +49,7 @@ async def test_0006_refuses_to_downgrade_over_a_long_key_and_says_why(office: Of
     database = office.store.db
     with pytest.raises(RuntimeError, match=r"cannot downgrade below 0006: 1 row\(s\) of"):
         migrate.downgrade(database, "0005")
-    assert migrate.current_revision(database) == "0006"
+    assert migrate.current_revision(database) == migrate.head_revision()  # rolled back
 
 
 #: Indexes on expressions: Alembic cannot compare them (SQLite does not even reflect them);
