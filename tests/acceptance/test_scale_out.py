@@ -318,7 +318,7 @@ def _cron_ticks(store: Store, routine_ids: list[str]) -> dict[str, list[datetime
 
 
 def _claims(store: Store) -> dict[tuple[int, int], list[str]]:
-    """Claims from ``run_events``: (run id, attempt) → claiming node ids, in order."""
+    """Claims from ``run_events``: (run id, retry count) → claiming node ids, in order."""
     query = (
         sa.select(run_events.c.run_id, run_events.c.data)
         .where(run_events.c.kind == "claimed")
@@ -327,7 +327,7 @@ def _claims(store: Store) -> dict[tuple[int, int], list[str]]:
     claims: dict[tuple[int, int], list[str]] = defaultdict(list)
     with store.db.read() as conn:
         for run_id, data in conn.execute(query):
-            claims[(int(run_id), int(data["attempt"]))].append(str(data["node_id"]))
+            claims[(int(run_id), int(data["retry_count"]))].append(str(data["node_id"]))
     return claims
 
 
