@@ -22,7 +22,16 @@ from pathlib import Path
 from bench.common import Results, pg_available, progress
 from office_scheduler.cli.logs import configure_logging
 
-BENCHES = ("throughput", "claim", "postgres", "cron", "recovery", "latency", "memory")
+BENCHES = (
+    "throughput",
+    "claim",
+    "postgres",
+    "scaleout",
+    "cron",
+    "recovery",
+    "latency",
+    "memory",
+)
 RESULTS_PATH = Path(__file__).resolve().parent / "results.json"
 
 
@@ -102,7 +111,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _benches(args: argparse.Namespace, postgres: bool) -> dict[str, Callable[[Results], None]]:
-    from bench import claim, cron_bench, latency, memory, postgres_bench, recovery, throughput
+    from bench import (
+        claim,
+        cron_bench,
+        latency,
+        memory,
+        postgres_bench,
+        recovery,
+        scaleout_processes,
+        throughput,
+    )
 
     agents = 50 if args.smoke else 200
     out: dict[str, Callable[[Results], None]] = {
@@ -132,6 +150,8 @@ def _benches(args: argparse.Namespace, postgres: bool) -> dict[str, Callable[[Re
             jobs=args.jobs,
             smoke=args.smoke,
         )
+    if postgres and not args.smoke:  # minutes of real processes: never in --smoke
+        out["scaleout"] = lambda r: scaleout_processes.run(r)
     if args.profile:
 
         def profiles(r: Results) -> None:
