@@ -42,22 +42,20 @@ typecheck: $(STAMP)
 # worker keeps both cores busy (about 4-6 minutes for the parallel part on a quick machine, 10 on a slow one). Work stealing
 # keeps all three busy to the end when a slow test (the demo, the bench smoke) comes late.
 # The `serial` tests (chaos, scale-out) start many processes for minutes; they run after
-# the others, one after the other: the scale-out test must take in 10,000 wakes within its
-# two-minute window, so it gets the machine to itself, first (not right after the chaos
-# test), and waits for the machine to go quiet before its window; -rP shows their figures. The
-# PostgreSQL restart test (`pg_restart`) would cut every other test's connections: it runs
-# alone, last.
+# the others, one after the other, in one pytest process; -rP shows their figures (the
+# scale-out test's pace: its goal is `make bench`'s, the test asserts only what holds at
+# any pace). The PostgreSQL restart test (`pg_restart`) would cut every other test's
+# connections: it runs alone, last.
 pytest: $(STAMP)
 	$(BIN)/pytest -q -n 3 --dist worksteal -m "not real_agents and not serial"
-	$(BIN)/pytest -q -rP -m "serial and not pg_restart" -k scale_out
-	$(BIN)/pytest -q -rP -m "serial and not pg_restart" -k "not scale_out"
+	$(BIN)/pytest -q -rP -m "serial and not pg_restart"
 	$(BIN)/pytest -q -m pg_restart
 
 # Opt-in: installs @zed-industries/claude-code-acp from npm and checks the ACP handshake.
 test-real-agents: $(STAMP)
 	$(BIN)/pytest -q -m real_agents tests
 
-# All benchmarks, about 10 minutes; BENCH_ARGS="--only claim --claim-sizes 10000" etc.
+# All benchmarks, about 15 minutes (the scale-out one runs four servers for five); BENCH_ARGS="--only claim --claim-sizes 10000" etc.
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 

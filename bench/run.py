@@ -26,6 +26,7 @@ BENCHES = (
     "throughput",
     "claim",
     "postgres",
+    "scaleout",
     "cron",
     "recovery",
     "latency",
@@ -131,6 +132,7 @@ def _benches(args: argparse.Namespace, postgres: bool) -> dict[str, Callable[[Re
         memory,
         postgres_bench,
         recovery,
+        scaleout_processes,
         throughput,
     )
 
@@ -164,6 +166,8 @@ def _benches(args: argparse.Namespace, postgres: bool) -> dict[str, Callable[[Re
             jobs=args.jobs,
             smoke=args.smoke,
         )
+    if postgres and not args.smoke:  # minutes of real processes: never in --smoke
+        out["scaleout"] = lambda r: scaleout_processes.run(r)
     if args.profile:
 
         def profiles(r: Results) -> None:

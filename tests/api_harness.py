@@ -111,6 +111,7 @@ class Api:
             workspace_id=workspace_id,
             agent_id=agent_id,
             run_id=run_id,
+            attempt=0,
             now=self.clock.now(),
             ttl=timedelta(hours=1),
         )

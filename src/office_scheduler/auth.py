@@ -1,8 +1,11 @@
 """Bearer tokens: minted once, stored as SHA-256 hashes, checked by hash lookup.
 
-Admin tokens are for people and scripts; run tokens are minted per run for the launched
-agent, reach only the run's workspace, may do only what :data:`RUN_TOKEN_SCOPES` lists,
-and expire (are revoked) when the run ends.
+Admin tokens are for people and scripts; run tokens are minted per run **attempt** (each
+launch of a run) for the launched agent, reach only the run's workspace, may do only what
+:data:`RUN_TOKEN_SCOPES` lists, and stop working when their attempt is over: the run was
+requeued (shutdown, lost connection), its lease expired, it was cancelled or retried, it
+ended, or it was launched again (DESIGN §4). A zombie session of an earlier attempt, such
+as the agent of a node killed mid-session, can therefore change nothing.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from types import MappingProxyType
 
 from office_scheduler.domain.errors import AuthError
 from office_scheduler.domain.models import ApiToken
-from office_scheduler.domain.status import TokenKind
+from office_scheduler.domain.status import RunStatus, TokenKind
 from office_scheduler.store.facade import Store
+from office_scheduler.store.tokens import FoundToken
 
 ADMIN_PREFIX = "osa_"
 RUN_PREFIX = "osr_"
@@ -28,6 +32,10 @@ MAX_SECRET_CHARS = 200
 SESSION_PREFIX = "oss_"
 #: How long a dashboard session lasts after sign-in.
 SESSION_TTL = timedelta(hours=12)
+#: The 401 message of an unknown, revoked or expired token.
+INVALID_TOKEN = "invalid, revoked or expired token"  # noqa: S105 (a message, not a secret)
+#: The 401 message of a run token whose attempt is over.
+ATTEMPT_OVER = "this run attempt is over"
 
 #: The API operations a run token (a launched agent) may call, by operation name (the
 #: route's endpoint function), each with why an agent needs it. Everything else needs an
@@ -179,6 +187,43 @@ def changed_kept_fields(
     return sorted(name for name in kept if name in sent and sent[name] != reference.get(name))
 
 
+class AttemptOverError(AuthError):
+    """A run token of an attempt that is over (401, :data:`ATTEMPT_OVER`).
+
+    Attributes:
+        run_id: the token's run.
+        attempt: the attempt the token was minted for.
+        current_attempt: the run's attempt now (launches so far).
+        status: the run's status now.
+    """
+
+    def __init__(self, *, run_id: int, attempt: int, current_attempt: int, status: RunStatus):
+        super().__init__(ATTEMPT_OVER)
+        self.run_id = run_id
+        self.attempt = attempt
+        self.current_attempt = current_attempt
+        self.status = status
+
+
+def attempt_over(token_attempt: int, run_attempt: int, run_status: RunStatus) -> bool:
+    """Whether a run token of ``token_attempt`` may no longer act for its run.
+
+    Attempt N (N ≥ 1) is the run's N-th launch: it is live from the launch (the run
+    becomes ``running`` with ``attempt = N``) until the run leaves ``running`` (requeue,
+    lease expiry, retry, cancel, end) or is launched again (``attempt`` N+1). Attempt 0
+    is a token minted before the run's first launch (tools and tests): live until the run
+    is launched or ends.
+
+    Args:
+        token_attempt: the attempt the token was minted for.
+        run_attempt: the run's current attempt.
+        run_status: the run's current status.
+    """
+    if run_status.is_terminal or token_attempt != run_attempt:
+        return True
+    return token_attempt >= 1 and run_status is not RunStatus.RUNNING
+
+
 def hash_token(secret: str) -> str:
     """SHA-256 hex digest of a token secret (the only form the database keeps)."""
     return hashlib.sha256(secret.encode()).hexdigest()
@@ -204,6 +249,11 @@ class Principal:
     def agent_id(self) -> str | None:
         """The agent a run token belongs to."""
         return self.token.agent_id
+
+    @property
+    def attempt(self) -> int | None:
+        """The run attempt a run token belongs to (its fencing number); ``None`` for admins."""
+        return self.token.attempt
 
     def may(self, operation: str) -> bool:
         """Whether this caller may call the API operation named ``operation`` at all.
@@ -233,10 +283,24 @@ class TokenService:
         workspace_id: str,
         agent_id: str,
         run_id: int,
+        attempt: int,
         now: datetime,
         ttl: timedelta,
     ) -> str:
-        """Create the token a run's agent calls back with; valid until revoked or ``now+ttl``."""
+        """Create the token a run attempt's agent calls back with.
+
+        It is valid until its attempt is over (:func:`attempt_over`), it is revoked, or
+        ``now + ttl``, whichever comes first.
+
+        Args:
+            workspace_id: the only workspace the token reaches.
+            agent_id: the agent it acts for.
+            run_id: its run.
+            attempt: the launch it belongs to (``Run.attempt`` after the launch; 0 for a
+                token minted before the first launch).
+            now: creation instant (UTC).
+            ttl: lifetime.
+        """
         secret = RUN_PREFIX + secrets.token_urlsafe(32)
         self._store.tokens.create(
             kind=TokenKind.RUN,
@@ -247,6 +311,7 @@ class TokenService:
             agent_id=agent_id,
             run_id=run_id,
             expires_at=now + ttl,
+            attempt=attempt,
         )
         return secret
 
@@ -267,16 +332,24 @@ class TokenService:
         """Return the principal of ``secret``.
 
         The lookup is by SHA-256 of the secret through a unique index, so no stored secret
-        is ever compared character by character.
+        is ever compared character by character; the token's run is read in the same
+        query. A run token whose attempt is over is refused as such, whether or not its
+        revocation was written; any other revoked or expired token is merely invalid.
 
         Raises:
-            AuthError: unknown, revoked or expired token.
+            AttemptOverError: a run token of an attempt that is over (401).
+            AuthError: unknown, revoked or expired token, or one whose run is gone (401).
         """
         if len(secret) > MAX_SECRET_CHARS:
-            raise AuthError("invalid, revoked or expired token")
-        token = self._store.tokens.find_active(hash_token(secret), now=now)
-        if token is None:
-            raise AuthError("invalid, revoked or expired token")
+            raise AuthError(INVALID_TOKEN)
+        found = self._store.tokens.find(hash_token(secret))
+        if found is None:
+            raise AuthError(INVALID_TOKEN)
+        _check_attempt(found)
+        token = found.token
+        expired = token.expires_at is not None and token.expires_at <= now
+        if token.revoked_at is not None or expired:
+            raise AuthError(INVALID_TOKEN)
         return Principal(token=token)
 
     async def authenticate_async(self, secret: str, *, now: datetime) -> Principal:
@@ -321,3 +394,20 @@ class TokenService:
         """End a dashboard session (sign-out; idempotent)."""
         if len(session_id) <= MAX_SECRET_CHARS:
             self._store.tokens.revoke_session(hash_token(session_id), now=now)
+
+
+def _check_attempt(found: FoundToken) -> None:
+    """Refuse a run token whose run is gone or whose attempt is over."""
+    token = found.token
+    if token.kind is not TokenKind.RUN or token.run_id is None:
+        return
+    if found.run_status is None or found.run_attempt is None:
+        raise AuthError(INVALID_TOKEN)
+    attempt = token.attempt if token.attempt is not None else 0
+    if attempt_over(attempt, found.run_attempt, found.run_status):
+        raise AttemptOverError(
+            run_id=token.run_id,
+            attempt=attempt,
+            current_attempt=found.run_attempt,
+            status=found.run_status,
+        )

@@ -374,10 +374,14 @@ class Service:
         live = await asyncio.to_thread(self.store.listing.live_runs)
         if not live:
             return []
-        kill_orphans(live)
+        killed = kill_orphans(live)
         run_ids = [run.id for run in live]
         await asyncio.to_thread(
-            self.store.queue.requeue, run_ids, reason=RunReason.INTERRUPTED, now=self.clock.now()
+            self.store.queue.requeue,
+            run_ids,
+            reason=RunReason.INTERRUPTED,
+            now=self.clock.now(),
+            orphans_killed=killed,
         )
         log.warning("previous_process_runs_requeued", run_ids=run_ids)
         return run_ids

@@ -84,6 +84,7 @@ def test_token_of_a_finished_run_is_401(api: Api, office: Office) -> None:
         workspace_id=office.ws,
         agent_id=office.agent,
         run_id=office.run_id,
+        attempt=0,
         now=api.clock.now(),
         ttl=timedelta(hours=1),
     )

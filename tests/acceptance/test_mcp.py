@@ -53,6 +53,7 @@ class Office:
                 workspace_id=self.ws,
                 agent_id=self.agent,
                 run_id=self.run_id,
+                attempt=0,
                 now=datetime.now(UTC),
                 ttl=timedelta(hours=1),
             )

@@ -216,9 +216,11 @@ async def test_a_lease_renewed_while_recovery_looks_keeps_its_run_and_agent(
         renewal.join(timeout=10)
         return real_lock(conn, run_ids)
 
+    def kill(runs_: list[Run]) -> list[int]:
+        killed.append([r.id for r in runs_])
+        return []
+
     monkeypatch.setattr(run_transitions, "lock_agents_of_runs", renew_then_lock)
-    recovered = office.store.queue.recover_expired_leases(
-        now=now, before_requeue=lambda runs_: killed.append([r.id for r in runs_])
-    )
+    recovered = office.store.queue.recover_expired_leases(now=now, before_requeue=kill)
     assert (recovered, killed) == ([], [])
     assert office.store.queue.get_run(run.id).status is RunStatus.CLAIMED

@@ -120,6 +120,8 @@ async def test_start_kills_orphaned_agents_before_requeueing_their_runs(tmp_path
         assert bystander.poll() is None  # a process of another session is never signalled
         run = store.queue.get_run(run_id)
         assert (run.status, run.reason, run.pid) == (RunStatus.QUEUED, RunReason.INTERRUPTED, None)
+        kinds = [event.kind for event in store.runlog.list_run_events(run_id)]
+        assert kinds[-2:] == ["orphan_killed", "requeued"], kinds
         assert await service.recover_previous_process() == []
     finally:
         for proc in (orphan, bystander):

@@ -88,7 +88,8 @@ async def test_a_batch_limit_of_n_claims_exactly_n_runs(office: Office) -> None:
                 "node_id": "node-a",
                 "claimed_at": office.clock.now().isoformat(),
                 "source": "queue_run",
-                "attempt": 0,
+                "attempt": 1,
+                "retry_count": 0,
             }
         ]
 

@@ -8,7 +8,7 @@ import pytest
 
 from office_scheduler.domain.errors import ConflictError, InvalidInputError, NotFoundError
 from office_scheduler.domain.status import TokenKind
-from office_scheduler.store.tokens import TokenStore
+from office_scheduler.store.tokens import TokenStore, revoke_run_tokens
 
 
 def test_create_and_find_active(token_store: TokenStore, now: datetime) -> None:
@@ -104,3 +104,30 @@ def test_count_active_admin(token_store: TokenStore, now: datetime) -> None:
     assert token_store.count_active_admin(now) == 2
     assert token_store.count_active_admin(now + timedelta(hours=1)) == 1
     assert token_store.find_active("a", now=now) == keep
+
+
+def test_find_returns_revoked_tokens_with_their_attempt(
+    token_store: TokenStore, now: datetime
+) -> None:
+    """Authentication must tell a token of an over attempt from an unknown one."""
+    admin = token_store.create(kind=TokenKind.ADMIN, name="ops", token_hash="a", now=now)
+    run_token = token_store.create(
+        kind=TokenKind.RUN, name="run 7", token_hash="r7", now=now, run_id=7, attempt=2
+    )
+    token_store.create(kind=TokenKind.RUN, name="run 8", token_hash="r8", now=now, run_id=8)
+    token_store.create(kind=TokenKind.RUN, name="run 9", token_hash="r9", now=now, run_id=9)
+    assert run_token.attempt == 2
+    found = token_store.find("a")
+    assert found is not None
+    assert (found.token, found.run_status, found.run_attempt) == (admin, None, None)
+    assert token_store.find("nope") is None
+
+    with token_store._db.write() as conn:
+        assert revoke_run_tokens(conn, [7, 8], now) == 2
+    revoked = token_store.find("r7")
+    assert revoked is not None
+    assert revoked.token.revoked_at == now
+    assert revoked.token.attempt == 2
+    assert revoked.run_status is None  # no such run in this store
+    assert token_store.find_active("r7", now=now) is None
+    assert token_store.find_active("r9", now=now) is not None  # another run's token

@@ -10,6 +10,7 @@ other tenants never leak.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -17,6 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from office_scheduler.auth import (
     RUN_TOKEN_KEPT_FIELDS,
+    AttemptOverError,
     Principal,
     changed_kept_fields,
     denial,
@@ -69,6 +71,10 @@ def operation_of(request: Request) -> str:
     return str(getattr(route, "name", "") or "")
 
 
+#: Methods that only read: a stale attempt's read is refused but not logged.
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 async def authenticate(
     request: Request,
     service: ServiceDep,
@@ -76,12 +82,16 @@ async def authenticate(
 ) -> Principal:
     """The caller of this request, from ``Authorization: Bearer <token>``.
 
-    A run token also stops working as soon as its run has ended, even if its revocation
-    was missed, and may call only the operations its scope table lists, with only the
-    body fields its field table lists.
+    A run token works only while its run attempt is live (see
+    :func:`office_scheduler.auth.attempt_over`), even if its revocation was missed, and
+    may call only the operations its scope table lists, with only the body fields its
+    field table lists. A write with the token of an attempt that is over is recorded in
+    the run's log (``stale_token_refused``), so a zombie session of an earlier attempt
+    shows up there.
 
     Raises:
-        AuthError: no bearer token, or an unknown, revoked or expired one (401).
+        AuthError: no bearer token, an unknown, revoked or expired one, or a run token
+            whose attempt is over ("this run attempt is over") (401).
         ForbiddenError: a run token calling an operation outside its scope, or sending a
             body field :data:`office_scheduler.auth.RUN_TOKEN_FIELDS` does not list for
             it (403, ``field`` names it).
@@ -89,15 +99,12 @@ async def authenticate(
     if credentials is None or not credentials.credentials:
         raise AuthError("missing bearer token")
     now = service.clock.now()
-    principal = await service.tokens.authenticate_async(credentials.credentials, now=now)
-    run_id = principal.token.run_id
-    if not principal.is_admin and run_id is not None:
-        try:
-            run = await asyncio.to_thread(service.store.queue.get_run, run_id)
-        except NotFoundError:
-            raise AuthError("invalid, revoked or expired token") from None
-        if run.status.is_terminal:
-            raise AuthError("invalid, revoked or expired token")
+    try:
+        principal = await service.tokens.authenticate_async(credentials.credentials, now=now)
+    except AttemptOverError as stale:
+        if request.method not in _READ_METHODS:
+            await _record_stale_write(service, request, stale)
+        raise
     operation = operation_of(request)
     if not principal.may(operation):
         raise ForbiddenError(denial(operation))
@@ -140,6 +147,32 @@ async def _json_body(request: Request) -> object:
         return await request.json()
     except ValueError:
         return None
+
+
+async def _record_stale_write(service: Service, request: Request, stale: AttemptOverError) -> None:
+    """Log a refused write of an over attempt's token in its run's event log."""
+    operation = operation_of(request)
+    data = {
+        "attempt": stale.attempt,
+        "current_attempt": stale.current_attempt,
+        "run_status": stale.status.value,
+        "method": request.method,
+        "path": request.url.path,
+        "operation": operation,
+    }
+    message = (
+        f"refused {request.method} {request.url.path}: attempt {stale.attempt} is over "
+        f"(the run is {stale.status.value} at attempt {stale.current_attempt})"
+    )
+    with contextlib.suppress(NotFoundError):  # the run was deleted meanwhile
+        await asyncio.to_thread(
+            service.store.runlog.add_run_event,
+            stale.run_id,
+            kind="stale_token_refused",
+            message=message,
+            data=data,
+            now=service.clock.now(),
+        )
 
 
 PrincipalDep = Annotated[Principal, Depends(authenticate)]

@@ -308,6 +308,8 @@ class RunOut(View):
     started_at: Timestamp | None
     finished_at: Timestamp | None
     retry_count: int
+    #: Launches so far (0 before the first); each launch is an attempt with its own token.
+    attempt: int = 0
     executor: str | None
     result: dict[str, Any] | None
     usage: dict[str, Any] | None

@@ -36,6 +36,7 @@ RUN_FIELDS = [
     "classification",
     "coalesced_count",
     "retry_count",
+    "attempt",
     "executor",
     "requested_at",
     "not_before",

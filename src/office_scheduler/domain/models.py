@@ -426,6 +426,9 @@ class Run:
     session_id: str | None
     #: ``full`` (whole wake prompt) or ``delta`` (resume delta); ``None`` before launch.
     prompt_kind: str | None = None
+    #: Launches so far (0 before the first). Each launch is an attempt with its own run
+    #: token; requeue, lease expiry, cancel and end make the attempt over (DESIGN §4).
+    attempt: int = 0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -527,3 +530,5 @@ class ApiToken:
     created_at: datetime
     expires_at: datetime | None
     revoked_at: datetime | None
+    #: The run attempt a run token was minted for (``None`` for admin tokens).
+    attempt: int | None = None

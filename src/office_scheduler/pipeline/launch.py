@@ -144,6 +144,9 @@ def _start(
 ) -> _Started | None:
     """One transaction: the session row, claimed → running, the run token, the decisions.
 
+    The launch is a new attempt of the run (``attempt`` grows by one); the run token
+    belongs to that attempt alone.
+
     The session's working directory is created first (outside the transaction).
 
     ``running`` is a compare-and-set on ``claimed`` and the context version the prompt was
@@ -152,7 +155,6 @@ def _start(
     deps = ctx.deps
     now = deps.clock.now()
     ttl = config.timeout_s + deps.settings.shutdown_grace.total_seconds() + 300
-    launched = (ctx.run.id, "launched", f"{config.name} session started", {"executor": config.name})
     assert ctx.prompt is not None
     Path(plan.cwd).mkdir(parents=True, exist_ok=True)
     try:
@@ -183,8 +185,15 @@ def _start(
                 workspace_id=ctx.run.workspace_id,
                 agent_id=ctx.run.agent_id,
                 run_id=ctx.run.id,
+                attempt=started.attempt,
                 now=now,
                 ttl=timedelta(seconds=ttl),
+            )
+            launched = (
+                ctx.run.id,
+                "launched",
+                f"{config.name} session started (attempt {started.attempt})",
+                {"executor": config.name, "attempt": started.attempt},
             )
             deps.store.runlog.add_run_events([*events, (*launched, now)])
     except _NotStarted:

@@ -258,7 +258,9 @@ def _claim_event(run: Run, node_id: str, now: datetime) -> dict[str, Any]:
             "node_id": node_id,
             "claimed_at": now.isoformat(),
             "source": run.source.value,
-            "attempt": run.retry_count,
+            # The attempt this claim launches (DESIGN §4), and the failures retried so far.
+            "attempt": run.attempt + 1,
+            "retry_count": run.retry_count,
         },
         "at": now,
     }

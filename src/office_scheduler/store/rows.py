@@ -226,6 +226,7 @@ def run_from_row(row: Row) -> Run:
         exit_code=row["exit_code"],
         session_id=row["session_id"],
         prompt_kind=row.get("prompt_kind"),
+        attempt=row.get("attempt", 0),
     )
 
 
@@ -303,6 +304,7 @@ def token_from_row(row: Row) -> ApiToken:
         created_at=row["created_at"],
         expires_at=row["expires_at"],
         revoked_at=row["revoked_at"],
+        attempt=row.get("attempt"),
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
@@ -14,6 +14,7 @@ from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.models import Run
 from office_scheduler.domain.notifications import NotificationEvent
 from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunReason, RunStatus
+from office_scheduler.store.attempts import lease_expired_event, orphan_events, requeued_event
 from office_scheduler.store.engine import Database
 from office_scheduler.store.notifications import queue_notification
 from office_scheduler.store.notify import notify_wake
@@ -48,6 +49,7 @@ def _mark_running(*, fence_node: bool, fence_claim: bool) -> sa.Update:
             runs.c.context_version == sa.bindparam("expected_version"),
             *fence,
         )
+        .values(attempt=runs.c.attempt + 1)
         .returning(*runs.c)
     )
 
@@ -132,6 +134,9 @@ class RunTransitions:
         claimed_at: datetime | None = None,
     ) -> Run | None:
         """Move a claimed run to ``running`` if its context is still ``expected_version``.
+
+        The launch starts a new attempt: ``attempt`` grows by one, and the run token the
+        caller mints in the same transaction belongs to it.
 
         Args:
             run_id: the claimed run.
@@ -325,8 +330,25 @@ class RunTransitions:
             )
         return None if row is None else run_from_row(row)
 
-    def requeue(self, run_ids: Sequence[int], *, reason: RunReason, now: datetime) -> int:
+    def requeue(
+        self,
+        run_ids: Sequence[int],
+        *,
+        reason: RunReason,
+        now: datetime,
+        orphans_killed: Collection[int] = (),
+    ) -> int:
         """Put claimed or running runs back to ``queued`` (shutdown, lost lease); not a failure.
+
+        The attempt of each run is over: its run token is revoked and its log gets a
+        ``requeued`` event (after an ``orphan_killed`` one for the runs of
+        ``orphans_killed``), in the same transaction.
+
+        Args:
+            run_ids: the runs to put back.
+            reason: why (``interrupted``).
+            now: the instant (UTC).
+            orphans_killed: runs whose left-behind agent process was killed first.
 
         Returns:
             How many runs went back to the queue.
@@ -334,13 +356,22 @@ class RunTransitions:
         if not run_ids:
             return 0
         with self._db.write() as conn:
-            return self._requeue(conn, list(run_ids), reason=reason, now=now)
+            return self._requeue(
+                conn, list(run_ids), reason=reason, now=now, orphans_killed=orphans_killed
+            )
 
     def _requeue(
-        self, conn: Connection, run_ids: list[int], *, reason: RunReason, now: datetime
+        self,
+        conn: Connection,
+        run_ids: list[int],
+        *,
+        reason: RunReason,
+        now: datetime,
+        orphans_killed: Collection[int] = (),
+        events: Sequence[Mapping[str, Any]] = (),
     ) -> int:
         owners = lock_agents_of_runs(conn, run_ids)
-        result = conn.execute(
+        requeued = conn.execute(
             sa.update(runs)
             .where(runs.c.id.in_(run_ids), runs.c.status.in_(LIVE_RUN_STATUSES))
             .values(
@@ -353,12 +384,19 @@ class RunTransitions:
                 started_at=None,
                 pid=None,
             )
-        )
-        release_checkouts(conn, run_ids)
+            .returning(runs.c.id, runs.c.attempt)
+        ).all()
+        if not requeued:
+            return 0
+        ids = [run_id for run_id, _ in requeued]
+        release_checkouts(conn, ids)
+        revoke_run_tokens(conn, ids, now)
         refresh_heads(conn, owners)
-        if result.rowcount:
-            notify_wake(conn, self._db.schema)  # due now: any idle process may take them
-        return int(result.rowcount)
+        log_rows = [*events, *orphan_events(orphans_killed, ids, now)]
+        log_rows += [requeued_event(run_id, attempt, reason, now) for run_id, attempt in requeued]
+        insert_run_events(conn, log_rows)
+        notify_wake(conn, self._db.schema)  # due now: any idle process may take them
+        return len(requeued)
 
     def renew_leases(
         self, run_ids: Sequence[int], *, node_id: str, now: datetime, lease: timedelta
@@ -415,9 +453,13 @@ class RunTransitions:
         *,
         now: datetime,
         alive: Sequence[int] = (),
-        before_requeue: Callable[[list[Run]], object] | None = None,
+        before_requeue: Callable[[list[Run]], Collection[int]] | None = None,
     ) -> list[int]:
         """Requeue live runs whose lease expired (their node died); returns their ids.
+
+        Each run's log gets ``lease_expired`` (the node that held it, its attempt), then
+        ``orphan_killed`` when its agent process was killed, then ``requeued``; its run
+        token is revoked in the same transaction (see :meth:`requeue`).
 
         Args:
             now: the current instant.
@@ -425,7 +467,8 @@ class RunTransitions:
                 their lease says (a wall-clock jump must not run a session twice).
             before_requeue: called with the expired runs inside the transaction, before
                 any of them can be claimed again (the scheduler kills their orphaned
-                agent processes there, so a run never executes twice at once).
+                agent processes there, so a run never executes twice at once); returns
+                the ids of the runs whose agent process it killed.
         """
         expired_lease = [runs.c.status.in_(LIVE_RUN_STATUSES), runs.c.lease_expires_at < now]
         if alive:
@@ -447,10 +490,16 @@ class RunTransitions:
             expired = [run_from_row(row) for row in conn.execute(query).mappings()]
             if not expired:
                 return []
-            if before_requeue is not None:
-                before_requeue(expired)
+            killed = before_requeue(expired) if before_requeue is not None else ()
             run_ids = [run.id for run in expired]
-            self._requeue(conn, run_ids, reason=RunReason.INTERRUPTED, now=now)
+            self._requeue(
+                conn,
+                run_ids,
+                reason=RunReason.INTERRUPTED,
+                now=now,
+                orphans_killed=killed,
+                events=[lease_expired_event(run, now) for run in expired],
+            )
             return run_ids
 
     def checkout_task(

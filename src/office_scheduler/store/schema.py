@@ -251,6 +251,8 @@ runs = sa.Table(
     _ts("started_at"),
     _ts("finished_at"),
     sa.Column("retry_count", sa.Integer(), nullable=False, server_default="0"),
+    # Launches so far (0 before the first): each launch is an attempt with its own token.
+    sa.Column("attempt", sa.Integer(), nullable=False, server_default="0"),
     sa.Column("executor", sa.String(200)),
     sa.Column("prompt", sa.Text()),
     sa.Column("result", json_type()),
@@ -468,6 +470,8 @@ api_tokens = sa.Table(
     sa.Column("workspace_id", sa.String(40)),
     sa.Column("agent_id", sa.String(40)),
     sa.Column("run_id", sa.BigInteger()),
+    # The run attempt a run token was minted for (fencing: a later attempt refuses it).
+    sa.Column("attempt", sa.Integer()),
     _ts("created_at", nullable=False),
     _ts("expires_at"),
     _ts("revoked_at"),

@@ -5,6 +5,8 @@ Every public method is one transaction.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -12,12 +14,12 @@ from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import InvalidInputError, NotFoundError
 from office_scheduler.domain.models import ApiToken
-from office_scheduler.domain.status import TokenKind
+from office_scheduler.domain.status import RunStatus, TokenKind
 from office_scheduler.store.engine import Database
 from office_scheduler.store.ids import new_id
 from office_scheduler.store.pagination import Page, check_limit, decode_cursor, make_page
 from office_scheduler.store.rows import token_from_row
-from office_scheduler.store.schema import api_tokens, dashboard_sessions
+from office_scheduler.store.schema import api_tokens, dashboard_sessions, runs
 from office_scheduler.store.sql import all_rows, first_row, unique_conflict
 from office_scheduler.store.validation import clean_text, enum_value
 
@@ -38,17 +40,42 @@ _FIND_ACTIVE = sa.select(api_tokens).where(
 
 _INSERT_TOKEN = sa.insert(api_tokens).returning(*api_tokens.c)
 _REVOKE_RUN_TOKENS = sa.update(api_tokens).where(
-    api_tokens.c.run_id == sa.bindparam("token_run_id"), api_tokens.c.revoked_at.is_(None)
+    api_tokens.c.run_id.in_(sa.bindparam("token_run_ids", expanding=True)),
+    api_tokens.c.revoked_at.is_(None),
 )
+#: A token by its hash, revoked and expired ones too, with the state of its run (if any).
+_FIND_WITH_RUN = sa.select(
+    api_tokens, runs.c.status.label("run_status"), runs.c.attempt.label("run_attempt")
+).select_from(api_tokens.outerjoin(runs, runs.c.id == api_tokens.c.run_id))
 
 
-def revoke_run_tokens(conn: Connection, run_id: int, now: datetime) -> int:
-    """Revoke every unrevoked token of ``run_id`` in the caller's transaction.
+def revoke_run_tokens(conn: Connection, run_ids: int | Sequence[int], now: datetime) -> int:
+    """Revoke every unrevoked token of the run(s) in the caller's transaction.
+
+    Called wherever a run attempt ends (requeue, lease expiry, retry, cancel, end).
 
     Returns:
         How many tokens were revoked.
     """
-    return conn.execute(_REVOKE_RUN_TOKENS, {"token_run_id": run_id, "revoked_at": now}).rowcount
+    wanted = [run_ids] if isinstance(run_ids, int) else list(run_ids)
+    params = {"token_run_ids": wanted, "revoked_at": now}
+    return conn.execute(_REVOKE_RUN_TOKENS, params).rowcount
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FoundToken:
+    """A token found by its hash, whatever its state, and the state of its run.
+
+    Attributes:
+        token: the stored record (it may be revoked or expired).
+        run_status: the status of the token's run; ``None`` for admin tokens and for a
+            run that no longer exists.
+        run_attempt: the run's current attempt (launches so far), ``None`` likewise.
+    """
+
+    token: ApiToken
+    run_status: RunStatus | None
+    run_attempt: int | None
 
 
 class TokenStore:
@@ -68,6 +95,7 @@ class TokenStore:
         agent_id: str | None = None,
         run_id: int | None = None,
         expires_at: datetime | None = None,
+        attempt: int | None = None,
     ) -> ApiToken:
         """Store a new token by the hash of its secret.
 
@@ -80,6 +108,7 @@ class TokenStore:
             agent_id: the agent a run token acts for.
             run_id: the run a run token belongs to (it is revoked when the run ends).
             expires_at: after this instant the token no longer authenticates.
+            attempt: the run attempt a run token belongs to (its fencing number).
 
         Returns:
             The stored token record.
@@ -104,6 +133,7 @@ class TokenStore:
             "run_id": run_id,
             "created_at": now,
             "expires_at": expires_at,
+            "attempt": attempt,
         }
         message = "a token with this hash already exists"
         # The unique index on token_hash decides a collision (reported as ConflictError).
@@ -116,6 +146,23 @@ class TokenStore:
             found = conn.execute(_FIND_ACTIVE, {"token_hash": token_hash, "now": now})
             row = found.mappings().first()
             return None if row is None else token_from_row(row)
+
+    def find(self, token_hash: str) -> FoundToken | None:
+        """Return the token with this hash (revoked and expired ones too) and its run's state.
+
+        One indexed read, so authenticating a run token costs one query.
+        """
+        query = _FIND_WITH_RUN.where(api_tokens.c.token_hash == token_hash)
+        with self._db.read() as conn:
+            row = first_row(conn, query)
+        if row is None:
+            return None
+        status = row["run_status"]
+        return FoundToken(
+            token=token_from_row(row),
+            run_status=RunStatus(status) if status is not None else None,
+            run_attempt=row["run_attempt"],
+        )
 
     def revoke(self, token_id: str, *, now: datetime) -> None:
         """Revoke a token and its dashboard sessions (idempotent).

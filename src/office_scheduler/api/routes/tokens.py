@@ -40,6 +40,8 @@ class TokenOut(View):
     workspace_id: str | None
     agent_id: str | None
     run_id: int | None
+    #: The run attempt a run token belongs to (``None`` for admin tokens).
+    attempt: int | None = None
     created_at: Timestamp
     expires_at: Timestamp | None
     revoked_at: Timestamp | None
@@ -56,6 +58,7 @@ class TokenOut(View):
             workspace_id=token.workspace_id,
             agent_id=token.agent_id,
             run_id=token.run_id,
+            attempt=token.attempt,
             created_at=token.created_at,
             expires_at=token.expires_at,
             revoked_at=token.revoked_at,
