@@ -23,6 +23,7 @@ from office_scheduler.domain.errors import (
     NotFoundError,
 )
 from office_scheduler.domain.models import Agent, Project, Run, Task, WakeupRequest, Workspace
+from office_scheduler.intake import causation
 from office_scheduler.service import Service
 from office_scheduler.store.activity import USER_ACTOR, agent_actor
 
@@ -91,6 +92,11 @@ async def authenticate(
     operation = operation_of(request)
     if not principal.may(operation):
         raise ForbiddenError(denial(operation))
+    # Wakes this request causes are its run's (depth + 1) or a person's (depth 0).
+    if principal.is_admin or run_id is None:
+        causation.act_as_person()
+    else:
+        causation.act_as_run(run_id)
     return principal
 
 

@@ -203,6 +203,11 @@ class WakeRequest:
         classification: ``periodic`` only for cron fires of lightweight routines.
         idempotency_key: duplicates of a key are silently rejected at any age.
         hold: whether the coalescing hold applies (user wakes and manual fires have none).
+        caused_by_run_id: the run whose action (a comment, a task update, a subtask, a
+            self-wake, an approval request) produced this wake; intake takes it from the
+            run token of the API call when the caller leaves it ``None`` (DESIGN §15).
+        by_person: whether a person's action produced it; ``None``: intake judges by the
+            caller (an admin token is a person) and else by the source.
     """
 
     workspace_id: str
@@ -213,6 +218,8 @@ class WakeRequest:
     classification: Classification = Classification.EVENT
     idempotency_key: str | None = None
     hold: bool = True
+    caused_by_run_id: int | None = None
+    by_person: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -259,6 +266,12 @@ class WakeupRequest:
     status_reason: str | None
     run_id: int | None
     requested_at: datetime
+    #: The run whose action produced this wake (DESIGN §15); ``None`` at a chain's root.
+    caused_by_run_id: int | None = None
+    #: 0 for a person, a routine's trigger or a webhook; the causing run's depth + 1.
+    causation_depth: int = 0
+    #: Whether a person's action is at the root of the chain.
+    human_rooted: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -303,6 +316,12 @@ class Run:
     session_id: str | None
     #: ``full`` (whole wake prompt) or ``delta`` (resume delta); ``None`` before launch.
     prompt_kind: str | None = None
+    #: The run whose action produced this run's first wake (or a shallower merged one).
+    caused_by_run_id: int | None = None
+    #: Causation depth of the wake that made it (a merged shallower wake lowers it).
+    causation_depth: int = 0
+    #: Whether a person's action is at the root of its chain.
+    human_rooted: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

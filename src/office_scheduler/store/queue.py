@@ -17,9 +17,11 @@ from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.models import ContextEntry, Run, WakeRequest, WakeupRequest
+from office_scheduler.domain.runaway import Causation
 from office_scheduler.domain.status import (
     CLAIMABLE_AGENT_STATUSES,
     Classification,
+    HoldReason,
     IntakeOutcome,
     MergeDecision,
     RunStatus,
@@ -119,7 +121,7 @@ _MERGE_RUN = (
 )
 
 
-def _request_columns(request: WakeRequest) -> dict[str, Any]:
+def _request_columns(request: WakeRequest, causation: Causation) -> dict[str, Any]:
     """The columns a wakeup request and the run it creates both copy from the wake."""
     return {
         "workspace_id": request.workspace_id,
@@ -128,6 +130,7 @@ def _request_columns(request: WakeRequest) -> dict[str, Any]:
         "source": request.source.value,
         "classification": request.classification.value,
         "idempotency_key": request.idempotency_key,
+        **causation.columns(),
     }
 
 
@@ -271,6 +274,8 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         decide: MergePolicy,
         locked: Mapping[Any, Any] | None = None,
         shared: SharedWrites | None = None,
+        causation: Causation | None = None,
+        held: HoldReason | None = None,
     ) -> IntakeResult:
         """Persist ``request`` and create or join a run, in one transaction (DESIGN §5).
 
@@ -287,10 +292,15 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                 to write once for all the wakes of its transaction
                 (:meth:`SharedWrites.flush` before it commits); it also keeps the run
                 each wake wrote, so the next wake of the same scope need not read it.
+            causation: what caused the wake (DESIGN §15), stored with the request and the
+                run it creates; a merged wake with a shorter chain shortens the run's.
+            held: a runaway limit holds the wake: the request is written ``held`` with
+                this reason and makes or joins no run (outcome ``held``).
 
         Raises:
             NotFoundError: the agent does not exist, or not in ``request.workspace_id``.
         """
+        cause = causation or Causation()
         # Alone, the shared writes are this wake's own, written before it returns.
         writes = SharedWrites() if shared is None else shared
         with self._db.write() as conn:
@@ -303,9 +313,10 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                     field="agent_id",
                 )
             values = {
-                **_request_columns(request),
+                **_request_columns(request, cause),
                 "payload": request.payload,
-                "status": WakeupStatus.QUEUED.value,
+                "status": WakeupStatus.QUEUED.value if held is None else WakeupStatus.HELD.value,
+                "status_reason": None if held is None else held.value,
                 "requested_at": now,
             }
             inserted = conn.execute(_INSERT_WAKEUP(conn), values).mappings().first()
@@ -313,6 +324,8 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                 writes.write_outcomes(conn)  # the original may be one of this group's wakes
                 return self._duplicate(conn, request.idempotency_key)
             stored = wakeup_from_row(inserted)
+            if held is not None:
+                return IntakeResult(request=stored, run=None, outcome=IntakeOutcome.HELD)
 
             entry = ContextEntry(
                 request_id=stored.id,
@@ -335,12 +348,14 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
                 decision = decide(request, in_flight)
                 if decision is MergeDecision.CREATE or in_flight is None:
                     break
-                merged = self._merge(conn, in_flight, request, entry, decision, now=now)
+                merged = self._merge(
+                    conn, in_flight, request, entry, decision, now=now, cause=cause
+                )
                 if merged is not None:
                     writes.activities.append(_coalesce_activity(request, stored.id, in_flight, now))
                     break
             if merged is None:
-                run = self._create_run(conn, request, entry, now=now, hold=hold)
+                run = self._create_run(conn, request, entry, now=now, hold=hold, cause=cause)
                 status, outcome = WakeupStatus.CLAIMED, IntakeOutcome.CREATED
             else:
                 run = merged
@@ -383,9 +398,10 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         *,
         now: datetime,
         hold: timedelta,
+        cause: Causation,
     ) -> Run:
         values = {
-            **_request_columns(request),
+            **_request_columns(request, cause),
             "status": RunStatus.QUEUED.value,
             "context_snapshot": [context_to_json(entry)],
             "context_version": 1,
@@ -404,6 +420,7 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
         decision: MergeDecision,
         *,
         now: datetime,
+        cause: Causation,
     ) -> Run | None:
         """Merge ``entry`` into ``run`` if it is still in the status it was read in.
 
@@ -420,6 +437,8 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries):
             changes["source"] = request.source.value
         if not request.hold and run.status is RunStatus.QUEUED and run.not_before > now:
             changes["not_before"] = now
+        if (cause.depth, not cause.human_rooted) < (run.causation_depth, not run.human_rooted):
+            changes.update(cause.columns())  # a shorter chain (a person's wake) resets the run's
         params = {"run_id": run.id, "read_status": run.status.value, **changes}
         row = conn.execute(_MERGE_RUN, params).mappings().first()
         return None if row is None else run_from_row(row)

@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from office_scheduler.auth import Principal
 from office_scheduler.domain.errors import AuthError, ForbiddenError
+from office_scheduler.intake import causation
 from office_scheduler.service import Service
 
 #: Name of the session cookie.
@@ -58,9 +59,11 @@ async def require_session(request: Request) -> Principal:
     if not secret:
         raise LoginRequired
     try:
-        return await admin_of(secret, service_of(request))
+        principal = await admin_of(secret, service_of(request))
     except AuthError:
         raise LoginRequired from None
+    causation.act_as_person()  # what the dashboard does is a person's action (depth 0)
+    return principal
 
 
 SessionDep = Annotated[Principal, Depends(require_session)]
