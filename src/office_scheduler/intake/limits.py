@@ -13,6 +13,7 @@ limit for a person to release.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -48,6 +49,10 @@ class Verdict:
     detail: str = ""
 
 
+#: One limit's check: the wake, its cause, the agent's limits, now → a hold or ``None``.
+Check = Callable[[WakeRequest, Causation, RunawayLimits, datetime], Verdict | None]
+
+
 class RunawayLimiter:
     """Judges wakes against the runaway limits of their agent and workspace."""
 
@@ -72,6 +77,7 @@ class RunawayLimiter:
     def judge(self, request: WakeRequest, *, now: datetime) -> Verdict:
         """Decide whether ``request`` is held, inside the caller's transaction."""
         cause = self.causation(request)
+        checks: tuple[Check, ...]
         if cause.caused_by_run_id is not None:
             checks = (self._depth, self._self_wakes, self._no_progress, self._rates, self._routine)
         elif request.source is WakeSource.ROUTINE and not cause.by_person_directly:
