@@ -75,6 +75,7 @@ COMMANDS = {
     "budget": "budgets:budget_group",
     "mcp": "mcp:mcp_command",
     "token": "tokens:token_group",
+    "limits": "runaway:limits_group",
 }
 
 
