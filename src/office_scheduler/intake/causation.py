@@ -37,9 +37,13 @@ def act_as_person() -> None:
 
 
 @contextmanager
-def acting_as_system() -> Iterator[None]:
-    """Within the block, wakes are the system's (depth 0, no person at the root)."""
-    token = _ACTOR.set(False)
+def acting(actor: int | bool) -> Iterator[None]:
+    """Within the block, act for a run, a person or the system.
+
+    ``actor``: a run id (``int``), a person (``True``) or the system (``False``: depth 0,
+    no person at the root). The previous actor comes back after the block.
+    """
+    token = _ACTOR.set(actor)
     try:
         yield
     finally:

@@ -20,7 +20,6 @@ from datetime import datetime, timedelta
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.runaway import Causation, RunawayLimits
 from office_scheduler.domain.status import (
-    TERMINAL_RUN_STATUSES,
     Classification,
     HoldReason,
     IntakeOutcome,
@@ -31,7 +30,6 @@ from office_scheduler.store.queue import IntakeResult
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
-_TERMINAL = frozenset(status.value for status in TERMINAL_RUN_STATUSES)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -149,7 +147,7 @@ class RunawayLimiter:
             return None
         store = self._store.runaway
         recent = store.recent_task_runs(request.agent_id, request.task_id, count=count)
-        if len(recent) < count or any(run.status not in _TERMINAL for run in recent):
+        if len(recent) < count:
             return None
         causers = {run.causing_agent_id for run in recent}
         if None in causers or causers != {cause.causing_agent_id}:

@@ -253,17 +253,25 @@ class RunawayStore:
     # --- no progress ------------------------------------------------------------------
 
     def recent_task_runs(self, agent_id: str, task_id: str, *, count: int) -> list[RecentRun]:
-        """The agent's ``count`` latest runs on ``task_id``, newest first, with their causer."""
+        """The agent's ``count`` latest launched runs on ``task_id``, newest first.
+
+        Each with the agent of the run that caused it; the run still running whose action
+        makes the new wake is one of them.
+        """
         cause = runs.alias("cause")
         query = (
             sa.select(
                 runs.c.id,
                 runs.c.status,
-                sa.func.coalesce(runs.c.started_at, runs.c.requested_at).label("since"),
+                runs.c.started_at.label("since"),
                 cause.c.agent_id.label("causing_agent_id"),
             )
             .select_from(runs.outerjoin(cause, cause.c.id == runs.c.caused_by_run_id))
-            .where(runs.c.task_id == task_id, runs.c.agent_id == agent_id)
+            .where(
+                runs.c.task_id == task_id,
+                runs.c.agent_id == agent_id,
+                runs.c.started_at.is_not(None),
+            )
             .order_by(runs.c.id.desc())
             .limit(count)
         )
