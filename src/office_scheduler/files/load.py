@@ -15,6 +15,7 @@ from office_scheduler.domain.status import AgentRole, AgentStatus
 from office_scheduler.executors.presets import PRESET_NAMES
 from office_scheduler.files.budgets import check_budget_names, load_budgets
 from office_scheduler.files.fields import Fields, read_yaml
+from office_scheduler.files.limits import read_limits
 from office_scheduler.files.model import AgentSpec, OfficeConfig, ProjectSpec, RoutineSpec
 from office_scheduler.files.routines import load_routine
 from office_scheduler.files.secret_refs import resolve_env_value
@@ -85,6 +86,7 @@ def _agent(path: Path, where: str) -> AgentSpec:
         reports_to=spec.optional_text("reports_to"),
         permission_policy=_permission_policy(spec),
         paused_reason=spec.optional_text("paused_reason"),
+        limits=read_limits(spec, for_agent=True),
     )
     spec.done()
     return agent
@@ -196,6 +198,7 @@ def load_config(directory: Path | str) -> OfficeConfig:
     )
     values.done()
     budgets = load_budgets(office.get("budgets"))
+    limits = read_limits(office, for_agent=False)
     office.done()
     if settings.default_executor is not None and settings.default_executor not in executors:
         raise values.error(
@@ -233,4 +236,5 @@ def load_config(directory: Path | str) -> OfficeConfig:
         projects=tuple(sorted(projects, key=lambda p: p.name)),
         routines=tuple(sorted(routines, key=lambda r: (r.name, r.assignee or ""))),
         budgets=budgets,
+        limits=limits,
     )

@@ -40,6 +40,8 @@ class AgentSpec:
     reports_to: str | None = None
     permission_policy: dict[str, Any] | None = None
     paused_reason: str | None = None
+    #: Overrides of the workspace's runaway limits (``None``: the file sets none).
+    limits: dict[str, int | None] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -128,6 +130,8 @@ class OfficeConfig:
     projects: tuple[ProjectSpec, ...] = ()
     routines: tuple[RoutineSpec, ...] = ()
     budgets: tuple[BudgetSpec, ...] = ()
+    #: The workspace's runaway limits (``None``: ``office.yml`` has no ``limits:``).
+    limits: dict[str, int | None] | None = None
 
 
 class Action(StrEnum):

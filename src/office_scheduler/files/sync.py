@@ -9,6 +9,11 @@ from pathlib import Path
 from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.models import Agent, Project, WorkspaceSettings
 from office_scheduler.files.budgets import apply_budgets, plan_budgets
+from office_scheduler.files.limits import (
+    agent_limits_changed,
+    apply_limits,
+    workspace_limits_changed,
+)
 from office_scheduler.files.model import (
     Action,
     AgentSpec,
@@ -105,6 +110,8 @@ def plan_import(store: Store, config: OfficeConfig) -> ImportPlan:
     else:
         fields = ["description"] if workspace.description != config.description else []
         fields += _settings_diff(workspace.settings, config.settings)
+        if workspace_limits_changed(store, workspace.id, config.limits):
+            fields.append("limits")
         changes.append(_change("workspace", config.name, fields))
     names = (
         {}
@@ -116,6 +123,12 @@ def plan_import(store: Store, config: OfficeConfig) -> ImportPlan:
             None if workspace is None else office.find_agent_by_name(workspace.id, agent_spec.name)
         )
         diff = None if agent is None else _agent_diff(agent, agent_spec, names)
+        if (
+            agent is not None
+            and diff is not None
+            and agent_limits_changed(store, agent.id, agent_spec)
+        ):
+            diff.append("limits")
         changes.append(_change("agent", agent_spec.name, diff))
     for project_spec in config.projects:
         project = (
@@ -198,7 +211,7 @@ def run_import(store: Store, plan: ImportPlan, now: datetime) -> ImportResult:
             raise NotFoundError(f"workspace {config.name!r} not found", field="workspace")
         workspace_id = plan.workspace_id
         if head.action is Action.UPDATE:
-            settings_changed = any(name != "description" for name in head.fields)
+            settings_changed = any(name not in ("description", "limits") for name in head.fields)
             office.update_workspace(
                 workspace_id,
                 now=now,
@@ -233,7 +246,7 @@ def run_import(store: Store, plan: ImportPlan, now: datetime) -> ImportResult:
             changes = {
                 _STORE_KEYS.get(k, k): values[_STORE_KEYS.get(k, k)]
                 for k in change.fields
-                if k != "reports_to"
+                if k not in ("reports_to", "limits")
             }
             if changes:
                 office.update_agent(agent.id, now=now, **changes)
@@ -263,4 +276,5 @@ def run_import(store: Store, plan: ImportPlan, now: datetime) -> ImportResult:
     routine_changes = [change for change in plan.changes if change.kind == "routine"]
     webhooks = apply_routines(store, workspace_id, config.routines, routine_changes, now)
     apply_budgets(store, workspace_id, config.budgets, now)
+    apply_limits(store, workspace_id, config.limits, config.agents, plan.changes, now)
     return ImportResult(workspace_id=workspace_id, new_webhooks=tuple(webhooks))

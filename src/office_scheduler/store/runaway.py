@@ -144,9 +144,16 @@ class RunawayStore:
         return dict(row["runaway_limits"] or {})
 
     def set_workspace_limits(
-        self, workspace_id: str, limits: Mapping[str, int | None], *, now: datetime
+        self,
+        workspace_id: str,
+        limits: Mapping[str, int | None],
+        *,
+        remove: Collection[str] = (),
+        now: datetime,
     ) -> dict[str, Any]:
-        """Merge ``limits`` (validated) into the workspace's; returns the stored result.
+        """Merge ``limits`` (validated) into the workspace's, drop those named in ``remove``.
+
+        Returns the stored result.
 
         Raises:
             NotFoundError: no such workspace (field ``workspace_id``).
@@ -161,6 +168,8 @@ class RunawayStore:
             if row is None:
                 raise NotFoundError(f"workspace {workspace_id} not found", field="workspace_id")
             merged = {**(row["runaway_limits"] or {}), **limits}
+            for key in remove:
+                merged.pop(key, None)
             conn.execute(
                 sa.update(workspace_settings)
                 .where(workspace_settings.c.workspace_id == workspace_id)
