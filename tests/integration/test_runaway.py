@@ -430,3 +430,36 @@ def test_limit_values_are_checked() -> None:
         "max_routine_runs_per_day": None,
         "no_progress_runs": 3,
     }
+
+
+async def test_a_heavy_routine_capped_per_day_holds_its_tasks_wakes(
+    office: tuple[Office, ActingExecutor],
+) -> None:
+    o, _ = office
+    o.store.runaway.set_agent_limits(
+        o.worker.id, {"max_routine_runs_per_day": 1}, now=o.clock.now()
+    )
+    routine = await o.service.routines.create_routine(
+        o.workspace.id,
+        {
+            "name": "Report",
+            "assignee_agent_id": o.worker.id,
+            "concurrency_policy": "always_enqueue",
+            "task_template": {"title": "Report {{datetime}}"},
+        },
+    )
+    await o.service.routines.add_trigger(
+        routine.id, {"kind": "schedule", "cron_expression": "*/5 * * * *", "timezone": ""}
+    )
+    for _ in range(3):
+        o.clock.advance(timedelta(minutes=5))
+        await o.service.run_until_idle()
+        await _settle(o, rounds=2)
+    wakes = _wakeups(o, agent_id=o.worker.id, source=WakeSource.TASK_ASSIGNED.value)
+    assert len(wakes) == 3
+    assert [(w.status, w.status_reason) for w in wakes] == [
+        (WakeupStatus.CLAIMED, None),
+        (WakeupStatus.HELD, HoldReason.ROUTINE_DAILY_LIMIT.value),
+        (WakeupStatus.HELD, HoldReason.ROUTINE_DAILY_LIMIT.value),
+    ]
+    assert _run_count(o, o.worker.id) == 1

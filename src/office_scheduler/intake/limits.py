@@ -78,7 +78,11 @@ class RunawayLimiter:
         checks: tuple[Check, ...]
         if cause.caused_by_run_id is not None:
             checks = (self._depth, self._self_wakes, self._no_progress, self._rates, self._routine)
-        elif request.source is WakeSource.ROUTINE and not cause.by_person_directly:
+        elif (
+            request.source in (WakeSource.ROUTINE, WakeSource.TASK_ASSIGNED)
+            and not cause.by_person_directly
+        ):
+            # A routine's wake (lightweight) or, maybe, its task's (heavy).
             checks = (self._routine,)
         else:
             # A person's wake, or one the system sends on its own (a cron tick of a
@@ -197,14 +201,22 @@ class RunawayLimiter:
         self, request: WakeRequest, cause: Causation, limits: RunawayLimits, now: datetime
     ) -> Verdict | None:
         most = limits.max_routine_runs_per_day
-        routine_id = request.payload.get("routine_id")
-        if (
-            most is None
-            or request.source is not WakeSource.ROUTINE
-            or not isinstance(routine_id, str)
-        ):
+        if most is None:
             return None
-        if self._store.runaway.count_routine_runs(routine_id, since=now - DAY, cap=most) < most:
+        store = self._store.runaway
+        besides: int | None = None
+        routine_id = request.payload.get("routine_id")
+        if request.source is WakeSource.TASK_ASSIGNED:
+            # A heavy routine's run created the task (and is linked to it already).
+            found = store.routine_of_task(request.task_id) if request.task_id else None
+            if found is None or cause.caused_by_run_id is not None:
+                return None
+            routine_id, besides = found
+        elif request.source is not WakeSource.ROUTINE:
+            return None
+        if not isinstance(routine_id, str):
+            return None
+        if store.count_routine_runs(routine_id, since=now - DAY, cap=most, besides=besides) < most:
             return None
         return Verdict(
             causation=cause,

@@ -249,15 +249,36 @@ class RunawayStore:
         with self._db.read() as conn:
             return _bounded_count(conn, query, cap)
 
-    def count_routine_runs(self, routine_id: str, *, since: datetime, cap: int) -> int:
-        """The routine's runs since ``since`` that made or joined a run (≤ cap + 1)."""
+    def count_routine_runs(
+        self, routine_id: str, *, since: datetime, cap: int, besides: int | None = None
+    ) -> int:
+        """The routine's runs since ``since`` that made a task or made or joined a run.
+
+        ``besides``: a routine run not to count (the one being judged). At most cap + 1.
+        """
         query = sa.select(routine_runs.c.id).where(
             routine_runs.c.routine_id == routine_id,
             routine_runs.c.created_at >= since,
-            routine_runs.c.linked_run_id.is_not(None),
+            sa.or_(
+                routine_runs.c.linked_run_id.is_not(None),
+                routine_runs.c.linked_task_id.is_not(None),
+            ),
         )
+        if besides is not None:
+            query = query.where(routine_runs.c.id != besides)
         with self._db.read() as conn:
             return _bounded_count(conn, query, cap)
+
+    def routine_of_task(self, task_id: str) -> tuple[str, int] | None:
+        """``(routine id, routine run id)`` of the routine run that created ``task_id``."""
+        query = (
+            sa.select(routine_runs.c.routine_id, routine_runs.c.id)
+            .where(routine_runs.c.linked_task_id == task_id)
+            .limit(1)
+        )
+        with self._db.read() as conn:
+            row = first_row(conn, query)
+        return None if row is None else (row["routine_id"], row["id"])
 
     # --- no progress ------------------------------------------------------------------
 
