@@ -66,7 +66,15 @@ async def test_held_wakes_are_shown_and_released_from_the_dashboard(dashboard: D
             held.append(result.request.id)
 
     run_page = await dashboard.client.get(f"/runs/{first.run.id}")
-    assert "Started by a person, depth 0" in run_page.text
+    assert "started by a person, depth 0" in run_page.text
+    bob = service.store.office.create_agent(
+        workspace_id=ann.workspace_id, name="bob", role=AgentRole.WORKER, now=service.clock.now()
+    )
+    with acting(first.run.id):
+        caused = await service.wake(bob.id, idempotency_key="from ann's run")
+    assert caused.run is not None
+    run_page = await dashboard.client.get(f"/runs/{caused.run.id}")
+    assert f"caused by run {first.run.id}, depth 1" in run_page.text
     overview = await dashboard.client.get("/")
     assert "Held wakes: " in overview.text
     assert ">2</strong>" in overview.text
