@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 from api_harness import Api, error_of, open_api
 from cli_harness import CLEAN_ENV, serving_in_thread
 from office_scheduler.cli import office
+from office_scheduler.domain.status import InboxKind
 from office_scheduler.store.engine import Database
 
 
@@ -175,3 +176,15 @@ def test_a_held_wake_is_listed_and_released_once_by_api_and_cli(served: Served) 
     assert served.json("wakeups", "list", "--status", "held") == []
     missing = served.run("wakeups", "release", "999999")
     assert missing.exit_code == 1
+    assert error_of(api.request("POST", "/api/v1/wakeups/999999/release"))["field"] == "wakeup_id"
+    mixed = api.request("POST", "/api/v1/wakeups/release", json={"wakeup_ids": [newer, 999999]})
+    assert mixed.status_code == 404
+    assert error_of(mixed)["field"] == "wakeup_ids"
+    empty = api.request("POST", "/api/v1/wakeups/release", json={"wakeup_ids": []})
+    assert empty.status_code == 422
+    other = api.service.store.runlog.add_inbox_item(
+        workspace_id=served.ws, kind=InboxKind.AGENT_ERROR, title="boom", now=api.clock.now()
+    )
+    wrong = api.request("POST", f"/api/v1/inbox/{other.id}/release")
+    assert wrong.status_code == 422
+    assert error_of(wrong)["field"] == "item_id"
