@@ -149,7 +149,7 @@ def test_a_held_wake_is_listed_and_released_once_by_api_and_cli(served: Served) 
     held = served.json("wakeups", "list", "--status", "held")
     assert [w["status_reason"] for w in held] == ["depth_limit", "depth_limit"]
     assert all(w["run_id"] is None and w["caused_by_run_id"] == run_id for w in held)
-    [item] = api.ok("GET", f"/api/v1/workspaces/{served.ws}/inbox", params={"kind": "wakes.held"})[
+    [item] = api.ok("GET", f"/api/v1/workspaces/{served.ws}/inbox", params={"kind": "wake.held"})[
         "items"
     ]
     assert item["agent_id"] == served.bob

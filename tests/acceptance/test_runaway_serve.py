@@ -136,7 +136,7 @@ def test_two_agents_ping_ponging_comments_stop_by_themselves_and_nothing_is_lost
     assert held["run_id"] is None
     assert held["caused_by_run_id"] == max(chain, key=lambda r: r["causation_depth"])["id"]
     items = client.call(
-        "GET", f"/workspaces/{ws}/inbox", params={"kind": "wakes.held", "status": "open"}
+        "GET", f"/workspaces/{ws}/inbox", params={"kind": "wake.held", "status": "open"}
     )["items"]
     assert len(items) == 1
     [item] = items

@@ -144,7 +144,7 @@ def _run_count(
 
 
 def _held_items(office: Office) -> list[object]:
-    return list(office.store.runlog.list_inbox(office.workspace.id, kind=InboxKind.WAKES_HELD))
+    return list(office.store.runlog.list_inbox(office.workspace.id, kind=InboxKind.WAKE_HELD))
 
 
 async def test_a_self_waking_agent_stops_at_max_self_wakes_per_hour_with_one_inbox_item(

@@ -54,7 +54,7 @@ def wakeups_release(wakeup_ids: tuple[int, ...]) -> None:
 @click.argument("item_id", type=RECORD_ID)
 @json_option
 def inbox_release(item_id: int) -> None:
-    """Release every wake a `wakes.held` inbox item ITEM_ID reports, and resolve it."""
+    """Release every wake a `wake.held` inbox item ITEM_ID reports, and resolve it."""
     with api() as client:
         result = client.post(api_path("inbox", str(item_id), "release"))
 

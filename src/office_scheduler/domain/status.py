@@ -258,7 +258,7 @@ class InboxKind(StrEnum):
     #: A budget was exceeded and its ``action_on_exceed`` was applied.
     BUDGET_EXCEEDED = "budget.exceeded"
     #: Wakes of one agent held by one runaway limit (one open item per agent and limit).
-    WAKES_HELD = "wakes.held"
+    WAKE_HELD = "wake.held"
 
 
 class InboxStatus(StrEnum):

@@ -118,18 +118,18 @@ class Releaser:
             return done
 
     async def release_item(self, item_id: int) -> tuple[InboxItem, list[Released]]:
-        """Release every wake still held for the agent and limit of a ``wakes.held`` item.
+        """Release every wake still held for the agent and limit of a ``wake.held`` item.
 
         The item is resolved. Releasing it again enqueues nothing more (the wakes held
         since then are reported by a new item).
 
         Raises:
             NotFoundError: no such item (field ``item_id``).
-            InvalidInputError: the item is not of kind ``wakes.held`` (field ``item_id``).
+            InvalidInputError: the item is not of kind ``wake.held`` (field ``item_id``).
         """
         store = self._store
         item = await asyncio.to_thread(store.runlog.get_inbox_item, item_id)
-        if item.kind is not InboxKind.WAKES_HELD or item.agent_id is None:
+        if item.kind is not InboxKind.WAKE_HELD or item.agent_id is None:
             raise InvalidInputError(
                 f"inbox item {item_id} reports no held wakes (kind {item.kind.value})",
                 field="item_id",

@@ -94,7 +94,7 @@ class HeldWakeNotes:
                 sa.select(inbox_items).where(
                     inbox_items.c.workspace_id == request.workspace_id,
                     inbox_items.c.status == InboxStatus.OPEN.value,
-                    inbox_items.c.kind == InboxKind.WAKES_HELD.value,
+                    inbox_items.c.kind == InboxKind.WAKE_HELD.value,
                     inbox_items.c.agent_id == request.agent_id,
                 ),
             )
@@ -120,7 +120,7 @@ class HeldWakeNotes:
                 return inbox_from_row(updated)
             values = inbox_values(
                 workspace_id=request.workspace_id,
-                kind=InboxKind.WAKES_HELD,
+                kind=InboxKind.WAKE_HELD,
                 title=f"Wakes of {agent_name} held: {reason}",
                 now=now,
                 body=self._body(agent_name, reason, detail, chain_text),
@@ -134,7 +134,7 @@ class HeldWakeNotes:
                 },
                 agent_id=request.agent_id,
                 task_id=request.task_id,
-                dedupe_key=f"wakes_held:{request.agent_id}:{reason}:{request.id}",
+                dedupe_key=f"wake_held:{request.agent_id}:{reason}:{request.id}",
             )
             return insert_inbox_item(conn, values)
 

@@ -77,7 +77,7 @@ class ReleasesOut(BaseModel):
 
 
 class ItemReleaseOut(BaseModel):
-    """A ``wakes.held`` inbox item, resolved, and the releases of its held wakes."""
+    """A ``wake.held`` inbox item, resolved, and the releases of its held wakes."""
 
     item: InboxOut
     items: list[ReleasedOut]
@@ -115,7 +115,7 @@ async def release_wakeup(
 async def release_inbox_item(
     item_id: RowId, service: ServiceDep, principal: PrincipalDep
 ) -> ItemReleaseOut:
-    """Release every wake a ``wakes.held`` item reports and resolve it (admin only)."""
+    """Release every wake a ``wake.held`` item reports and resolve it (admin only)."""
     require_admin(principal)
     item, done = await service.releases.release_item(item_id)
     return ItemReleaseOut(

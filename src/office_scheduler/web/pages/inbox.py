@@ -89,7 +89,7 @@ async def dismiss(request: Request, item_id: int, _: SessionDep) -> Response:
 
 @router.post("/inbox/{item_id}/release", dependencies=[SameOriginDep])
 async def release(request: Request, item_id: int, _: SessionDep) -> Response:
-    """Release the wakes a ``wakes.held`` item reports (each once) and resolve it."""
+    """Release the wakes a ``wake.held`` item reports (each once) and resolve it."""
     service = service_of(request)
     _item, done = await service.releases.release_item(_item_id(item_id))
     count = sum(1 for item in done if item.result is not None)
