@@ -28,6 +28,9 @@ class Settings:
         max_parallel_runs: pipelines run concurrently by this process.
         shutdown_grace: how long running sessions get to finish on shutdown.
         maintenance_interval: period of the maintenance loop.
+        leader_ttl: how long the maintenance leader's lease lasts without renewal
+            (PostgreSQL; renewed every third of it). A frozen or dead leader is replaced
+            within about this long; too short, and a slow database costs leadership.
         agent_base_env: the environment agent processes may copy variables from
             (each executor's ``pass_env`` lists which).
         max_output_events: output lines stored per run in ``run_events``.
@@ -44,8 +47,8 @@ class Settings:
             task whose earlier runs all failed or were cancelled (a lost wake itself is
             always re-delivered once).
         db_pool_size: database connections this process keeps open (as many again may be
-            opened under load); PostgreSQL also uses two dedicated connections per
-            scheduler process (wake listener, maintenance leadership).
+            opened under load); PostgreSQL also uses a dedicated connection per
+            scheduler process (the wake listener).
         db_statement_timeout: PostgreSQL ``statement_timeout`` of every connection.
     """
 
@@ -58,6 +61,7 @@ class Settings:
     max_parallel_runs: int = 8
     shutdown_grace: timedelta = timedelta(seconds=10)
     maintenance_interval: timedelta = timedelta(seconds=30)
+    leader_ttl: timedelta = timedelta(seconds=30)
     agent_base_env: dict[str, str] = field(default_factory=dict)
     max_output_events: int = 2000
     max_run_failures: int = 4

@@ -7,10 +7,12 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+import httpx
 import sqlalchemy as sa
 import structlog
 
@@ -35,17 +37,21 @@ from office_scheduler.executors.base import Executor
 from office_scheduler.intake.release import Releaser
 from office_scheduler.intake.rules import not_the_assignee
 from office_scheduler.intake.service import Intake, for_wake
+from office_scheduler.notifications.service import NotificationService
 from office_scheduler.office.service import OfficeService
 from office_scheduler.pipeline.context import PipelineDeps, RunContext, Step, compose
 from office_scheduler.pipeline.steps import DEFAULT_STEPS
 from office_scheduler.routines.firing import CronFirer
+from office_scheduler.routines.inbound import InboundWebhooks
 from office_scheduler.routines.service import RoutineService
 from office_scheduler.routines.subscribers import RoutineRunSubscribers
 from office_scheduler.scheduler.cron import CronLoop
+from office_scheduler.scheduler.leader import LeaderLoop
 from office_scheduler.scheduler.listener import WakeListenerLoop
 from office_scheduler.scheduler.maintenance import MaintenanceLoop
+from office_scheduler.scheduler.notifications import NotificationLoop
 from office_scheduler.scheduler.orphans import kill_orphans
-from office_scheduler.scheduler.runs import RunsLoop
+from office_scheduler.scheduler.runs import RunsLoop, abandoned_attempt
 from office_scheduler.store.engine import is_connection_lost, open_database
 from office_scheduler.store.facade import Store
 from office_scheduler.store.leadership import Leadership
@@ -99,6 +105,8 @@ class Service:
         executors: executor implementations by kind; default: :func:`default_executors`.
         store: an open store; default: opened from ``settings``.
         steps: pipeline steps; default: :data:`DEFAULT_STEPS`.
+        notification_transport: the httpx transport outbound notifications use (tests pass
+            a mock); default: the network.
     """
 
     def __init__(
@@ -109,6 +117,7 @@ class Service:
         executors: Mapping[str, Executor] | None = None,
         store: Store | None = None,
         steps: tuple[Step, ...] = DEFAULT_STEPS,
+        notification_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.settings = settings
         self.clock: Clock = clock or SystemClock()
@@ -119,7 +128,9 @@ class Service:
                 statement_timeout_ms=int(settings.db_statement_timeout.total_seconds() * 1000),
             )
         )
-        self.leadership = Leadership(self.store.db)
+        self.leadership = Leadership(
+            self.store.db, node_id=settings.node_id, clock=self.clock, ttl=settings.leader_ttl
+        )
         self.bus = EventBus()
         self.tokens = TokenService(self.store)
         self.runs = RunsLoop(
@@ -137,6 +148,9 @@ class Service:
         ActivitySubscribers(self.store, self.clock).register(self.bus)
         self.routines = RoutineService(
             self.store, self.clock, intake=self.intake, publish=self.bus.publish
+        )
+        self.inbound = InboundWebhooks(
+            self.store, self.clock, routines=self.routines, post_comment=self.office.add_comment
         )
         RoutineRunSubscribers(self.store, self.clock).register(self.bus)
         self.budgets = BudgetService(
@@ -158,6 +172,23 @@ class Service:
             poke=self.runs.poke,
             leadership=self.leadership,
         )
+        self.notifications = NotificationService(
+            self.store,
+            self.clock,
+            node_id=settings.node_id,
+            dashboard_url=settings.api_url,
+            transport=notification_transport,
+        )
+        self.notifier = NotificationLoop(
+            deliver_due=self.notifications.deliver_due,
+            next_due_at=self.notifications.next_due_at,
+            clock=self.clock,
+        )
+        self.leader: LeaderLoop | None = None
+        if self.leadership.uses_lease:
+            self.leader = LeaderLoop(
+                leadership=self.leadership, settings=settings, on_taken=self.maintenance.poke
+            )
         self.listener: WakeListenerLoop | None = None
         if listens(self.store.db):
             self.listener = WakeListenerLoop(
@@ -182,7 +213,18 @@ class Service:
         structlog.contextvars.bind_contextvars(run_id=run.id, agent_id=run.agent_id)
         try:
             await self._pipeline(ctx)
+            if ctx.ended is None:
+                # Every way through the pipeline ends or parks the run; a refused end or
+                # start means this attempt's claim was taken away (the run was requeued).
+                await self._abandon(ctx, "claim_lost")
         except asyncio.CancelledError:
+            lost = self.runs.lost_reason(run.id)
+            if lost is not None:
+                current = asyncio.current_task()
+                if current is not None:
+                    current.uncancel()
+                await self._abandon(ctx, lost)
+                return
             if not self.runs.cancel_requested(run.id):
                 raise  # shutdown: stop() requeues the run
             # Cancelled on purpose (RunsLoop.cancel): the executor has stopped the agent.
@@ -214,6 +256,40 @@ class Service:
         finally:
             with contextlib.suppress(Exception):
                 await ctx.flush_events()  # decisions of a run that ended without end()
+
+    async def _abandon(self, ctx: RunContext, reason: str) -> None:
+        """Give up an attempt whose run is no longer this node's (see :class:`RunsLoop`).
+
+        Nothing more is written for the attempt (its buffered decisions are dropped) but
+        the run event ``attempt_abandoned``; agent processes of its session still running
+        on this machine are killed with their process group. If the attempt's own end
+        committed just before it was abandoned, the run is left as that end made it.
+        """
+        ctx.pending_events.clear()
+        run = ctx.run
+        try:
+            if ctx.session is not None:
+                await asyncio.to_thread(kill_orphans, [replace(run, session_id=ctx.session.id)])
+            current = await asyncio.to_thread(self.store.queue.get_run, run.id)
+        except Exception:  # the database is away: the leader requeues the run anyway
+            log.exception("attempt_abandon_failed", run_id=run.id, reason=reason)
+            return
+        event = abandoned_attempt(run, current, node_id=self.settings.node_id, reason=reason)
+        if event is None:
+            if ctx.ended is None and current.status.is_terminal:
+                ctx.ended = current  # our end committed while the pipeline was cancelled
+                await self.bus.publish(RunEnded(run=current))
+            return
+        log.warning("attempt_abandoned", run_id=run.id, **event["data"])
+        with contextlib.suppress(Exception):  # logged above; the run itself is unaffected
+            await asyncio.to_thread(
+                self.store.runlog.add_run_event,
+                run.id,
+                kind="attempt_abandoned",
+                message=event["message"],
+                data=event["data"],
+                now=self.clock.now(),
+            )
 
     def _lock_sqlite(self) -> bool:
         """Take the one-scheduler lock of a SQLite file; false on other databases."""
@@ -249,7 +325,14 @@ class Service:
         await self.budgets.redrive(self.clock.now())
         self._started = True
         self.failed = asyncio.get_running_loop().create_future()
-        tasks = [self.runs.start(), self.cron.start(), self.maintenance.start()]
+        tasks = [
+            self.runs.start(),
+            self.cron.start(),
+            self.maintenance.start(),
+            self.notifier.start(),
+        ]
+        if self.leader is not None:
+            tasks.append(self.leader.start())
         if self.listener is not None:
             tasks.append(self.listener.start())
         for task in tasks:
@@ -296,6 +379,9 @@ class Service:
         await self.cron.stop()
         await self.runs.stop()
         await self.maintenance.stop()
+        await self.notifier.stop()
+        if self.leader is not None:
+            await self.leader.stop()  # releases the lease: another node takes it at once
         self._started = False
         if self._lock_file is not None:
             self._lock_file.close()
@@ -311,23 +397,45 @@ class Service:
 
         Returns:
             ``node_id``; ``scheduler`` (whether the loops run here); ``maintenance_leader``
-            (whether this process runs maintenance); ``inflight_runs``; and ``loops``: per
-            loop its ``state`` and ``lag_s`` (seconds since its last good pass).
+            (whether this process runs maintenance); ``leader``: the maintenance leader as
+            this node last read the lease (:meth:`Leadership.status`: ``node_id``,
+            ``epoch``, ``expires_at``, ``this_node``); ``inflight_runs``; and ``loops``:
+            per loop its ``state`` and ``lag_s`` (seconds since its last good pass).
         """
         loops = {
             "runs": self.runs.health.snapshot(),
             "cron": self.cron.health.snapshot(),
             "maintenance": self.maintenance.health.snapshot(),
+            "notifications": self.notifier.health.snapshot(),
         }
+        if self.leader is not None:
+            loops["leader"] = self.leader.health.snapshot()
         if self.listener is not None:
             loops["wake_listener"] = self.listener.health.snapshot()
         return {
             "node_id": self.settings.node_id,
             "scheduler": self._started,
             "maintenance_leader": self._started and self.maintenance.leader,
+            "leader": self.leadership_status(),
             "inflight_runs": self.runs.inflight,
             "loops": loops,
         }
+
+    def leadership_status(self) -> dict[str, Any]:
+        """The maintenance leader as this node sees it, for ``/healthz`` and metrics.
+
+        Returns:
+            ``{"node_id", "epoch", "expires_at", "this_node"}`` (see
+            :meth:`~office_scheduler.store.leadership.Leadership.status`); ``this_node``
+            is false while this process does not run its scheduler loops. On SQLite the
+            leader is the scheduler process holding the file lock: this node when it runs
+            the loops, else unknown here (``node_id`` ``None``).
+        """
+        status = self.leadership.status()
+        status["this_node"] = bool(status["this_node"]) and self._started
+        if not self.leadership.uses_lease and not self._started:
+            status["node_id"] = None
+        return status
 
     async def close(self) -> None:
         """Stop the loops and dispose the database; nothing touches it afterwards."""

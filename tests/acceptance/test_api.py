@@ -29,6 +29,7 @@ def test_healthz_needs_no_token(api: Api) -> None:
         "node_id": api.service.settings.node_id,
         "role": "api",
         "maintenance_leader": False,
+        "leader": {"node_id": None, "epoch": None, "expires_at": None, "this_node": False},
     }
 
 

@@ -101,7 +101,7 @@ def test_routine_crud(api: Api, office: Office) -> None:
     assert created["task_template"] is None
     assert created["variables"] == [
         {"name": "label", "type": "select", "default": "bug", "required": False,
-         "options": ["bug", "ops"]},
+         "options": ["bug", "ops"], "path": None},
     ]  # fmt: skip
     assert created["created_at"].endswith("Z")
     routine_id = created["id"]

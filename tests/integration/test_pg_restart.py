@@ -85,5 +85,5 @@ async def test_the_scheduler_survives_a_postgresql_restart_and_loses_no_wake(
     assert not worker.failed.done(), "no loop ended"
     loops = worker.node_status()["loops"]
     assert {name: loop["state"] for name, loop in loops.items()} == dict.fromkeys(
-        ("runs", "cron", "maintenance", "wake_listener"), "running"
+        ("runs", "cron", "maintenance", "leader", "notifications", "wake_listener"), "running"
     )

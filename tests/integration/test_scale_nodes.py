@@ -1,7 +1,7 @@
 """Several scheduler processes on one PostgreSQL schema (issue 10, items 3-6).
 
 Two :class:`Service` instances with their own engines stand in for two ``office serve``
-processes: maintenance leadership by advisory lock with take-over, ``LISTEN/NOTIFY`` pokes
+processes: maintenance leadership by lease with take-over, ``LISTEN/NOTIFY`` pokes
 between them, and loops that survive their database connections being terminated. The
 PostgreSQL tests need ``TEST_DATABASE_URL``; each uses its own schema, and only ever
 terminates backends whose ``application_name`` names that schema (other test workers share
@@ -48,9 +48,9 @@ from office_scheduler.service import Service
 from office_scheduler.store import migrate
 from office_scheduler.store.engine import open_database
 from office_scheduler.store.facade import Store
-from office_scheduler.store.leadership import Leadership, lock_key
+from office_scheduler.store.leadership import Leadership
 from office_scheduler.store.queue import IntakeResult
-from office_scheduler.testing import ScriptedExecutor
+from office_scheduler.testing import FakeClock, ScriptedExecutor
 
 TERMINAL = {RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED}
 
@@ -117,23 +117,39 @@ def _terminate(admin: sa.Engine, *, schema: str, pid: int | None = None) -> int:
 
 
 @pytest.mark.postgres
-def test_one_maintenance_leader_and_take_over_when_it_dies(
+def test_one_maintenance_leader_per_schema_and_take_over_when_its_lease_expires(
     pg_schema: tuple[str, str], pg_admin_engine: sa.Engine
 ) -> None:
+    """Two processes' engines on one schema share one lease; another schema has its own.
+    A holder whose connections are all terminated keeps its lease until it expires (it may
+    only be frozen), and the other node takes it then, with the next epoch."""
     url, schema = pg_schema
+    other_schema = f"{schema}_other"
+    with pg_admin_engine.connect() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{other_schema}"')
     dbs = [open_database(url, schema=schema) for _ in range(2)]
-    other = open_database(url, schema=f"{schema}_other")
-    first, second, elsewhere = Leadership(dbs[0]), Leadership(dbs[1]), Leadership(other)
+    other = open_database(url, schema=other_schema)
+    clock = FakeClock()
+    ttl = timedelta(seconds=6)
+    first, second, elsewhere = (
+        Leadership(db, node_id=name, clock=clock, ttl=ttl)
+        for db, name in ((dbs[0], "first"), (dbs[1], "second"), (other, "elsewhere"))
+    )
     try:
+        migrate.upgrade(other)
+        assert first.uses_lease
         assert first.ensure()
         assert not second.ensure()
         assert first.ensure()
-        assert elsewhere.ensure(), "another schema has its own lock"
-        assert lock_key(schema) != lock_key(f"{schema}_other")
+        assert elsewhere.ensure(), "another schema has its own lease"
 
-        assert _terminate(pg_admin_engine, schema=schema, pid=first.backend_pid()) == 1
-        assert not first.ensure(), "a lost connection is lost leadership"
+        assert _terminate(pg_admin_engine, schema=schema) >= 1
+        clock.advance(ttl / 3)
+        assert first.ensure(), "the pool reconnects: the lease is renewed"
+        clock.advance(ttl)  # no renewal for a whole TTL: frozen, or its database gone
+        assert first.term() is None
         assert second.ensure(), "the other node takes over"
+        assert second.status()["epoch"] == 2
         assert not first.ensure()
 
         second.release()
@@ -144,6 +160,8 @@ def test_one_maintenance_leader_and_take_over_when_it_dies(
             leadership.release()
         for db in (*dbs, other):
             db.dispose()
+        with pg_admin_engine.connect() as conn:
+            conn.exec_driver_sql(f'DROP SCHEMA "{other_schema}" CASCADE')
 
 
 class _SlowExecutor(ScriptedExecutor):
@@ -396,7 +414,7 @@ async def test_loops_survive_terminated_connections_and_lose_no_wake(
     before = [(await api.wake(agent.id)).run for agent in nodes.agents]
     await asyncio.sleep(0.08)  # some sessions are running now
     killed = _terminate(pg_admin_engine, schema=nodes.schema)
-    assert killed >= 2  # at least the listener and the leadership connection
+    assert killed >= 1  # at least the listener
     after = [(await api.wake(agent.id)).run for agent in nodes.agents]
     run_ids = sorted({run.id for run in (*before, *after) if run is not None})
     await _settled(api.store, run_ids, timeout=40)
@@ -421,6 +439,8 @@ async def test_loops_survive_terminated_connections_and_lose_no_wake(
         "runs": "running",
         "cron": "running",
         "maintenance": "running",
+        "leader": "running",
+        "notifications": "running",
         "wake_listener": "running",
     }
     assert status["maintenance_leader"] is True
@@ -429,33 +449,24 @@ async def test_loops_survive_terminated_connections_and_lose_no_wake(
 
 
 @pytest.mark.postgres
-def test_released_leadership_is_free_at_once(
-    pg_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Regression: release() only closed its connection, and the server frees a session's
-    # advisory lock when its backend notices the closed socket, so a take-over right after
-    # could fail. Here the closed sessions are kept open (a backend that has not noticed
-    # yet): the lock must be free anyway, because release() unlocks before closing.
-    url, schema = pg_schema
-    dbs = [open_database(url, schema=schema) for _ in range(2)]
-    nodes = [Leadership(db) for db in dbs]
-    lingering: list[Any] = []
-
-    def drop_but_linger(self: Leadership) -> None:
-        lingering.append(self._conn)
-        self._conn = None
-
-    monkeypatch.setattr(Leadership, "_drop", drop_but_linger)
+async def test_a_stopping_leader_hands_over_at_once(nodes: _Nodes, tmp_path: Path) -> None:
+    """The leader releases its lease when it stops: a waiting node leads on its next look,
+    long before the lease would have expired."""
+    url = nodes.api.settings.resolved_database_url
+    worker = nodes.worker
+    leading_by = time.monotonic() + 30
+    while not worker.node_status()["maintenance_leader"]:
+        assert time.monotonic() < leading_by, "the worker never led"
+        await asyncio.sleep(0.05)
+    tuning = {"maintenance_interval": timedelta(seconds=0.2), "leader_ttl": timedelta(minutes=10)}
+    successor = _service(url, nodes.schema, tmp_path, "successor", **tuning)
+    await successor.start()
     try:
-        for turn in range(4):
-            giver, taker = nodes[turn % 2], nodes[(turn + 1) % 2]
-            assert giver.ensure()
-            giver.release()
-            assert taker.ensure(), f"turn {turn}: the lock was still held after release"
-            taker.release()
+        await worker.stop()
+        deadline = time.monotonic() + 30
+        while not successor.node_status()["maintenance_leader"]:
+            assert time.monotonic() < deadline, "the released lease was not taken"
+            await asyncio.sleep(0.05)
+        assert successor.node_status()["leader"]["node_id"] == "successor"
     finally:
-        for conn in lingering:
-            if conn is not None:
-                conn.close()
-        for db in dbs:
-            db.dispose()
+        await successor.close()

@@ -203,7 +203,7 @@ NIGHTLY = "routines/nightly.yml"
         ),
         (
             "triggers: [{kind: webhook, signing_mode: md5}]",
-            "triggers[0].signing_mode: must be one of none, bearer, hmac_sha256",
+            "triggers[0].signing_mode: must be one of none, bearer, hmac_sha256, github, slack",
         ),
         (
             "triggers: [{kind: manual, enabled: yes please}]",

@@ -33,6 +33,7 @@ class VariableIn(InputModel):
     default: DefaultValue = None
     required: bool | None = None
     options: Annotated[list[str], Field(max_length=MAX_ITEMS)] | None = None
+    path: Annotated[str, Field(max_length=200)] | None = None
 
 
 Variables = Annotated[list[VariableIn], Field(max_length=MAX_ITEMS)]
@@ -111,7 +112,10 @@ class TriggerCreate(InputModel):
 
     ``kind`` ``schedule`` needs ``cron_expression`` (five fields) and takes ``timezone``
     (IANA, default UTC); ``webhook`` takes ``signing_mode`` (``none``, ``bearer``,
-    ``hmac_sha256``; default ``hmac_sha256``); ``manual`` takes neither.
+    ``hmac_sha256``, ``github``, ``slack``; default ``hmac_sha256``), a ``secret`` of your
+    own (``github``, ``slack``: the one the sender signs with; else one is made), ``events``
+    (``github``: event name → accepted actions) and ``task_id`` (``slack``: the channel
+    task its messages become comments on); ``manual`` takes none of these.
     """
 
     kind: str
@@ -119,6 +123,9 @@ class TriggerCreate(InputModel):
     timezone: str | None = None
     signing_mode: str | None = None
     enabled: bool | None = None
+    secret: Annotated[str, Field(max_length=500)] | None = None
+    events: dict[str, list[str]] | None = None
+    task_id: Annotated[str, Field(max_length=40)] | None = None
 
     def as_fields(self) -> dict[str, Any]:
         """The trigger fields for :meth:`RoutineService.add_trigger` (nulls left out)."""

@@ -396,6 +396,7 @@ class HealthOut(BaseModel):
     node_id: str | None = None
     role: str | None = None
     maintenance_leader: bool | None = None
+    leader: dict[str, Any] | None = None
 
 
 def run_detail(run: Run, events: list[RunEventOut]) -> RunDetailOut:

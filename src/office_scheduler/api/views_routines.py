@@ -56,6 +56,7 @@ class VariableOut(View):
     default: str | bool | int | float | None
     required: bool
     options: list[str]
+    path: str | None = None
 
     @classmethod
     def of(cls, variable: RoutineVariable) -> VariableOut:
@@ -66,6 +67,7 @@ class VariableOut(View):
             default=variable.default,
             required=variable.required,
             options=list(variable.options),
+            path=variable.path,
         )
 
 
@@ -123,6 +125,8 @@ class TriggerOut(View):
     public_id: str | None
     signing_mode: SigningMode | None
     url_path: str | None
+    events: dict[str, list[str]] | None = None
+    task_id: str | None = None
     created_at: Timestamp
 
     @classmethod
@@ -157,6 +161,8 @@ def _trigger_fields(trigger: RoutineTrigger) -> dict[str, Any]:
         "public_id": trigger.public_id,
         "signing_mode": trigger.signing_mode,
         "url_path": webhook_path(trigger.public_id) if trigger.public_id else None,
+        "events": trigger.events,
+        "task_id": trigger.channel_task_id,
         "created_at": trigger.created_at,
     }
 
@@ -180,6 +186,7 @@ class RoutineRunOut(View):
     scheduled_for: Timestamp | None
     created_at: Timestamp
     completed_at: Timestamp | None
+    warnings: list[str] = []
 
     @classmethod
     def of(cls, run: RoutineRun) -> RoutineRunOut:
@@ -190,9 +197,13 @@ class RoutineRunOut(View):
 class WebhookFiredOut(BaseModel):
     """``POST /api/routine-triggers/{public_id}/fire``.
 
-    ``deduplicated`` is true when the ``Idempotency-Key`` was seen before: the first
-    delivery's routine run comes back and nothing else happens.
+    ``deduplicated`` is true when the ``Idempotency-Key`` (``X-GitHub-Delivery``) was seen
+    before: the first delivery's routine run comes back and nothing else happens.
+    ``ignored`` says why a delivery fired nothing (a GitHub event outside the trigger's
+    ``events``); then ``routine_run`` is null. A Slack message answers ``comment_id``.
     """
 
-    routine_run: RoutineRunOut
+    routine_run: RoutineRunOut | None
     deduplicated: bool
+    ignored: str | None = None
+    comment_id: str | None = None

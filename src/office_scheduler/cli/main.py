@@ -69,6 +69,7 @@ COMMANDS = {
     "wakeups": "ops:wakeups_group",
     "agent": "agents:agent_group",
     "inbox": "inbox:inbox_group",
+    "notify": "notify:notify_group",
     "activity": "activity:activity_group",
     "workspace": "ops:workspace_group",
     "cron": "cron:cron_group",

@@ -59,12 +59,33 @@ def trigger_group() -> None:
     """Add, list, enable, disable and delete a routine's triggers."""
 
 
+def _events(values: tuple[str, ...]) -> dict[str, list[str]]:
+    """``--event issues:opened,labeled --event push`` as a GitHub events filter."""
+    found: dict[str, list[str]] = {}
+    for value in values:
+        name, _, actions = value.partition(":")
+        if not name.strip():
+            raise CliError(f"--event {value!r}: give EVENT or EVENT:ACTION,ACTION", 2)
+        found.setdefault(name.strip(), []).extend(
+            action.strip() for action in actions.split(",") if action.strip()
+        )
+    return found
+
+
 @trigger_group.command("add")
 @click.argument("routine_id", metavar="ROUTINE")
 @click.option("--kind", type=KINDS, required=True, help="What fires the routine.")
 @click.option("--cron", help="Five-field cron expression (schedule triggers).")
 @click.option("--tz", "timezone", help="IANA time zone of --cron [default: UTC].")
 @click.option("--signing", type=SIGNING, help="Webhook authentication [default: hmac_sha256].")
+@click.option("--secret", help="github: the secret set in GitHub; slack: the signing secret.")
+@click.option(
+    "--event",
+    "events",
+    multiple=True,
+    help="github: accept EVENT[:ACTION,ACTION] (e.g. issues:opened,labeled); repeatable.",
+)
+@click.option("--task", "task_id", help="slack: the channel task its messages go to.")
 @click.option("--disabled", is_flag=True, help="Create it disabled.")
 @json_option
 def trigger_add(
@@ -73,6 +94,9 @@ def trigger_add(
     cron: str | None,
     timezone: str | None,
     signing: str | None,
+    secret: str | None,
+    events: tuple[str, ...],
+    task_id: str | None,
     disabled: bool,
 ) -> None:
     """Add a trigger; a signed webhook's secret is printed once and never again."""
@@ -88,6 +112,12 @@ def trigger_add(
         body["timezone"] = timezone or ""
     if signing is not None:
         body["signing_mode"] = signing
+    if secret is not None:
+        body["secret"] = secret
+    if events:
+        body["events"] = _events(events)
+    if task_id is not None:
+        body["task_id"] = task_id
     if disabled:
         body["enabled"] = False
     with api() as client:

@@ -94,6 +94,7 @@ TUNING_VARIABLES: dict[str, tuple[str, str]] = {
     "OFFICE_LEASE_S": ("lease", "seconds"),
     "OFFICE_SHUTDOWN_GRACE_S": ("shutdown_grace", "seconds"),
     "OFFICE_MAINTENANCE_INTERVAL_S": ("maintenance_interval", "seconds"),
+    "OFFICE_LEADER_TTL_S": ("leader_ttl", "seconds"),
     "OFFICE_MAX_PARALLEL_RUNS": ("max_parallel_runs", "count"),
     "OFFICE_RETRY_BACKOFF_S": ("retry_backoff", "seconds-list"),
     "OFFICE_DB_POOL_SIZE": ("db_pool_size", "count"),

@@ -46,11 +46,17 @@ class TriggerKind(StrEnum):
 
 
 class SigningMode(StrEnum):
-    """How a webhook trigger authenticates its caller."""
+    """How a webhook trigger authenticates its caller.
+
+    ``github`` checks ``X-Hub-Signature-256`` as GitHub signs; ``slack`` checks
+    ``X-Slack-Signature`` as Slack signs (its messages become comments on a channel task).
+    """
 
     NONE = "none"
     BEARER = "bearer"
     HMAC_SHA256 = "hmac_sha256"
+    GITHUB = "github"
+    SLACK = "slack"
 
 
 class RoutineRunSource(StrEnum):
@@ -101,7 +107,8 @@ class RoutineVariable:
     """A declared template variable.
 
     ``default`` has the variable's type (``str``, ``int``/``float``, ``bool``); ``options``
-    lists the allowed values of a ``select``.
+    lists the allowed values of a ``select``; ``path`` (``payload.issue.title``) takes the
+    value from a webhook delivery's JSON body, checked by type like a provided value.
     """
 
     name: str
@@ -109,6 +116,7 @@ class RoutineVariable:
     default: Any = None
     required: bool = False
     options: tuple[str, ...] = ()
+    path: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -163,6 +171,10 @@ class RoutineTrigger:
     public_id: str | None
     signing_mode: SigningMode | None
     created_at: datetime
+    #: ``github``: event name → accepted actions (empty list: every action); ``None``: all.
+    events: dict[str, list[str]] | None = None
+    #: ``slack``: the channel task whose comments the messages become.
+    channel_task_id: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -189,6 +201,8 @@ class RoutineRun:
     scheduled_for: datetime | None
     created_at: datetime
     completed_at: datetime | None
+    #: Template or variable paths a webhook delivery lacked (they rendered empty).
+    warnings: tuple[str, ...] = ()
 
 
 #: The routine installed for every new ``ceo``/``coordinator`` agent (specification "The

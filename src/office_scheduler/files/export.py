@@ -14,6 +14,7 @@ from office_scheduler.domain.models import ExecutorConfig
 from office_scheduler.domain.routines import Routine, RoutineTrigger, RoutineVariable, TriggerKind
 from office_scheduler.files.budgets import budgets_data
 from office_scheduler.files.limits import limits_data
+from office_scheduler.files.notifications import notifications_data
 from office_scheduler.files.routines import trigger_order
 from office_scheduler.files.secret_refs import env_reference
 from office_scheduler.store.facade import Store
@@ -73,6 +74,8 @@ def _variable_data(variable: RoutineVariable) -> dict[str, Any]:
         data["required"] = True
     if variable.options:
         data["options"] = list(variable.options)
+    if variable.path:
+        data["path"] = variable.path
     return data
 
 
@@ -82,6 +85,8 @@ def _trigger_data(trigger: RoutineTrigger) -> dict[str, Any]:
         data |= {"cron": trigger.cron_expression, "timezone": trigger.timezone or "UTC"}
     elif trigger.kind is TriggerKind.WEBHOOK and trigger.signing_mode is not None:
         data["signing_mode"] = trigger.signing_mode.value
+        if trigger.events is not None:
+            data["events"] = trigger.events
     data["enabled"] = trigger.enabled
     return data
 
@@ -148,20 +153,21 @@ def export_config(store: Store, workspace_id: str, directory: Path | str) -> Pat
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise ConflictError(f"{root} exists and is not an empty directory", field="directory")
     settings = workspace.settings
-    _write(
-        root / "office.yml",
-        {
-            "workspace": {"name": workspace.name, "description": workspace.description},
-            "settings": {
-                "coalesce_window_s": _number(settings.coalesce_window.total_seconds()),
-                "recovery_lookback_hours": settings.recovery_lookback_hours,
-                "default_executor": settings.default_executor,
-            },
-            "executors": {name: _executor_data(cfg) for name, cfg in settings.executors.items()},
-            "budgets": budgets_data(store, workspace_id),
-            **_limits_entry(store.runaway.workspace_limits(workspace_id)),
+    office_data: dict[str, Any] = {
+        "workspace": {"name": workspace.name, "description": workspace.description},
+        "settings": {
+            "coalesce_window_s": _number(settings.coalesce_window.total_seconds()),
+            "recovery_lookback_hours": settings.recovery_lookback_hours,
+            "default_executor": settings.default_executor,
         },
-    )
+        "executors": {name: _executor_data(cfg) for name, cfg in settings.executors.items()},
+        "budgets": budgets_data(store, workspace_id),
+        **_limits_entry(store.runaway.workspace_limits(workspace_id)),
+    }
+    channels = notifications_data(store, workspace_id)
+    if channels:
+        office_data["notifications"] = channels
+    _write(root / "office.yml", office_data)
     taken: set[str] = set()
     all_agents = office.list_agents(workspace_id)
     names = {agent.id: agent.name for agent in all_agents}

@@ -17,6 +17,7 @@ from office_scheduler.files.budgets import check_budget_names, load_budgets
 from office_scheduler.files.fields import Fields, read_yaml
 from office_scheduler.files.limits import read_limits
 from office_scheduler.files.model import AgentSpec, OfficeConfig, ProjectSpec, RoutineSpec
+from office_scheduler.files.notifications import load_notifications
 from office_scheduler.files.routines import load_routine
 from office_scheduler.files.secret_refs import resolve_env_value
 from office_scheduler.store.agent_rules import permission_policy
@@ -199,6 +200,7 @@ def load_config(directory: Path | str) -> OfficeConfig:
     values.done()
     budgets = load_budgets(office.get("budgets"))
     limits = read_limits(office, for_agent=False)
+    notifications = load_notifications(office.get("notifications"))
     office.done()
     if settings.default_executor is not None and settings.default_executor not in executors:
         raise values.error(
@@ -237,4 +239,5 @@ def load_config(directory: Path | str) -> OfficeConfig:
         routines=tuple(sorted(routines, key=lambda r: (r.name, r.assignee or ""))),
         budgets=budgets,
         limits=limits,
+        notifications=notifications,
     )

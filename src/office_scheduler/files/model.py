@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -60,7 +61,8 @@ class TriggerSpec:
     """One trigger of a routine file.
 
     ``cron`` (normalised) and ``timezone`` (an IANA name, ``UTC`` when not given) belong to
-    a ``schedule`` trigger, ``signing_mode`` to a ``webhook`` one.
+    a ``schedule`` trigger, ``signing_mode`` to a ``webhook`` one, ``events`` (event name →
+    accepted actions) to a ``github`` webhook.
     """
 
     kind: TriggerKind
@@ -68,6 +70,7 @@ class TriggerSpec:
     cron: str | None = None
     timezone: str = ""
     signing_mode: SigningMode | None = None
+    events: dict[str, list[str]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -117,6 +120,19 @@ class BudgetSpec:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ChannelSpec:
+    """One ``notifications`` entry of ``office.yml``, validated, references resolved.
+
+    Attributes:
+        name: the channel's name.
+        values: the channel's columns (``kind``, ``url``, ``secret``, ``events``, ``enabled``).
+    """
+
+    name: str
+    values: Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class OfficeConfig:
     """A whole office: the workspace, its settings and executors, agents, projects, routines.
 
@@ -132,6 +148,7 @@ class OfficeConfig:
     budgets: tuple[BudgetSpec, ...] = ()
     #: The workspace's runaway limits (``None``: ``office.yml`` has no ``limits:``).
     limits: dict[str, int | None] | None = None
+    notifications: tuple[ChannelSpec, ...] = ()
 
 
 class Action(StrEnum):

@@ -15,6 +15,7 @@ does not mention are left alone.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -57,7 +58,8 @@ def _spec_key(spec: TriggerSpec) -> tuple[str, ...]:
     if spec.kind is TriggerKind.SCHEDULE:
         return (spec.kind.value, spec.cron or "", spec.timezone or "UTC")
     if spec.kind is TriggerKind.WEBHOOK:
-        return (spec.kind.value, (spec.signing_mode or SigningMode.HMAC_SHA256).value)
+        mode = (spec.signing_mode or SigningMode.HMAC_SHA256).value
+        return (spec.kind.value, mode, json.dumps(spec.events, sort_keys=True))
     return (spec.kind.value,)
 
 
@@ -65,7 +67,8 @@ def _trigger_key(trigger: RoutineTrigger) -> tuple[str, ...]:
     if trigger.kind is TriggerKind.SCHEDULE:
         return (trigger.kind.value, trigger.cron_expression or "", trigger.timezone or "UTC")
     if trigger.kind is TriggerKind.WEBHOOK:
-        return (trigger.kind.value, (trigger.signing_mode or SigningMode.NONE).value)
+        mode = (trigger.signing_mode or SigningMode.NONE).value
+        return (trigger.kind.value, mode, json.dumps(trigger.events, sort_keys=True))
     return (trigger.kind.value,)
 
 
@@ -221,6 +224,7 @@ def _trigger_values(spec: TriggerSpec, now: datetime) -> tuple[dict[str, Any], s
             "signing_mode": mode.value,
             "secret": secret,
             "timezone": "",
+            "options": None if spec.events is None else {"events": spec.events},
         }
         return values, secret
     return values, None

@@ -26,13 +26,18 @@ from office_scheduler.domain.routines import (
 )
 from office_scheduler.files.fields import Fields, read_yaml
 from office_scheduler.files.model import RoutineSpec, TriggerSpec
-from office_scheduler.routines import validation
+from office_scheduler.routines import validation, webhooks
 from office_scheduler.routines.templates import declare_variables
 
 T = TypeVar("T")
 
 #: Trigger keys and the kind of trigger they belong to.
-_TRIGGER_KEYS = {"cron": "schedule", "timezone": "schedule", "signing_mode": "webhook"}
+_TRIGGER_KEYS = {
+    "cron": "schedule",
+    "timezone": "schedule",
+    "signing_mode": "webhook",
+    "events": "webhook",
+}
 DEFAULT_TIMEZONE = "UTC"
 
 
@@ -88,8 +93,21 @@ def _trigger(data: object, where: str, index: int) -> TriggerSpec:
             timezone=schedule.timezone or DEFAULT_TIMEZONE,
         )
     elif kind is TriggerKind.WEBHOOK:
-        mode = spec.choice("signing_mode", SigningMode, SigningMode.HMAC_SHA256.value)
-        trigger = TriggerSpec(kind=kind, enabled=enabled, signing_mode=SigningMode(mode))
+        mode = SigningMode(spec.choice("signing_mode", SigningMode, SigningMode.HMAC_SHA256.value))
+        if mode is SigningMode.SLACK:
+            raise spec.error(
+                "signing_mode",
+                "slack triggers name their channel task: create them with the API or CLI",
+            )
+        raw_events = spec.get("events")
+        if raw_events is not None and mode is not SigningMode.GITHUB:
+            raise spec.error("events", "applies to a github webhook only")
+        events = _checked(
+            where,
+            lambda: webhooks.check_github_events(raw_events),
+            {"events": f"{prefix}.events"},
+        )
+        trigger = TriggerSpec(kind=kind, enabled=enabled, signing_mode=mode, events=events)
     spec.done()
     return trigger
 

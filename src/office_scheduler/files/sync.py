@@ -23,6 +23,7 @@ from office_scheduler.files.model import (
     OfficeConfig,
     ProjectSpec,
 )
+from office_scheduler.files.notifications import apply_notifications, plan_notifications
 from office_scheduler.files.routine_sync import apply_routines, plan_routines
 from office_scheduler.store.facade import Store
 
@@ -141,6 +142,7 @@ def plan_import(store: Store, config: OfficeConfig) -> ImportPlan:
     workspace_id = None if workspace is None else workspace.id
     changes += plan_routines(store, workspace_id, config.routines)
     changes += plan_budgets(store, workspace_id, config.budgets)
+    changes += plan_notifications(store, workspace_id, config.notifications)
     return ImportPlan(
         config=config,
         workspace_id=None if workspace is None else workspace.id,
@@ -277,4 +279,5 @@ def run_import(store: Store, plan: ImportPlan, now: datetime) -> ImportResult:
     webhooks = apply_routines(store, workspace_id, config.routines, routine_changes, now)
     apply_budgets(store, workspace_id, config.budgets, now)
     apply_limits(store, workspace_id, config.limits, config.agents, plan.changes, now)
+    apply_notifications(store, workspace_id, config.notifications, now)
     return ImportResult(workspace_id=workspace_id, new_webhooks=tuple(webhooks))

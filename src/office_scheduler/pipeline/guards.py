@@ -205,6 +205,8 @@ async def checkout(ctx: RunContext, call_next: Next) -> None:
         agent_id=ctx.run.agent_id,
         run_id=ctx.run.id,
         now=ctx.deps.clock.now(),
+        node_id=ctx.deps.settings.node_id,
+        claimed_at=ctx.run.claimed_at,
     )
     if not taken:
         await ctx.end(RunStatus.FINISHED, RunReason.CHECKOUT_CONFLICT)

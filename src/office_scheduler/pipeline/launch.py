@@ -174,6 +174,8 @@ def _start(
                 session_id=session.id,
                 now=now,
                 prompt_kind=ctx.extras.get("prompt_kind"),
+                node_id=deps.settings.node_id,
+                claimed_at=ctx.run.claimed_at,
             )
             if started is None:
                 raise _NotStarted
@@ -197,7 +199,8 @@ async def _start_session(ctx: RunContext, config: ExecutorConfig) -> tuple[Run, 
     compare-and-set fails; the prompt is rebuilt so the merged wake reaches this session.
 
     Returns:
-        ``(running run, run token)``, or ``None`` when the run is no longer claimed.
+        ``(running run, run token)``, or ``None`` when the run is no longer claimed by
+        this attempt's claim.
     """
     plan = ctx.extras.get("session_plan")
     assert isinstance(plan, _SessionPlan), "open_session must run before launch"
@@ -207,8 +210,12 @@ async def _start_session(ctx: RunContext, config: ExecutorConfig) -> tuple[Run, 
             ctx.session = started.session
             return started.run, started.token
         current = await asyncio.to_thread(ctx.deps.store.queue.get_run, ctx.run.id)
-        if current.status is not RunStatus.CLAIMED:
-            return None
+        ours = (current.claimed_by, current.claimed_at) == (
+            ctx.deps.settings.node_id,
+            ctx.run.claimed_at,
+        )
+        if current.status is not RunStatus.CLAIMED or not ours:
+            return None  # ended, or requeued and maybe claimed again: this attempt lost it
         await ctx.event("prompt_rebuilt", "a wake merged in after the prompt was built")
         await _build_prompt(ctx)
 

@@ -2,6 +2,10 @@
 
 Pure: no I/O, no clock. Resolution order, later wins: built-ins (``{{date}}``,
 ``{{datetime}}`` of the tick in the trigger's zone) → declared defaults → provided values.
+A webhook delivery's whole JSON body is the value ``payload``: a template reads its fields
+by path (``{{payload.issue.title}}``, list items by index: ``{{payload.labels.0.name}}``),
+and a declared variable with ``path`` takes its value from there, checked by type. A path
+the delivery lacks renders as an empty string and leaves a warning on the routine run.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from office_scheduler.domain.routines import (
     VariableType,
 )
 
-PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)*)\s*\}\}")
+#: A variable's ``path``: ``payload`` and at least one field.
+PATH = re.compile(r"payload(?:\.[A-Za-z0-9_-]+){1,16}")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 MAX_VARIABLES = 50
 MAX_TEXT_VALUE = 10_000
@@ -114,10 +120,11 @@ def _declaration(raw: object, index: int) -> RoutineVariable:
             "default": raw.default,
             "required": raw.required,
             "options": list(raw.options),
+            "path": raw.path,
         }
     if not isinstance(raw, Mapping):
         raise InvalidInputError(f"{where} must be an object", field=where)
-    unknown = set(raw) - {"name", "type", "default", "required", "options"}
+    unknown = set(raw) - {"name", "type", "default", "required", "options", "path"}
     if unknown:
         raise InvalidInputError(f"{where} has unknown keys: {sorted(unknown)}", field=where)
     name = raw.get("name")
@@ -151,13 +158,26 @@ def _declaration(raw: object, index: int) -> RoutineVariable:
         raise InvalidInputError(
             f"{where}.options must list the choices of a select", field=f"{where}.options"
         )
-    variable = RoutineVariable(name=name, type=kind, required=required, options=tuple(options_raw))
+    path = raw.get("path")
+    if path is not None and (not isinstance(path, str) or not PATH.fullmatch(path)):
+        raise InvalidInputError(
+            f"{where}.path must read payload.<field>[.<field>...] (e.g. payload.issue.title)",
+            field=f"{where}.path",
+        )
+    variable = RoutineVariable(
+        name=name, type=kind, required=required, options=tuple(options_raw), path=path
+    )
     default = raw.get("default")
     if default is None:
         return variable
     value = coerce_value(variable, default, field=f"{where}.default")
     return RoutineVariable(
-        name=name, type=kind, default=value, required=required, options=variable.options
+        name=name,
+        type=kind,
+        default=value,
+        required=required,
+        options=variable.options,
+        path=path,
     )
 
 
@@ -184,6 +204,8 @@ def declare_variables(
         variables.append(variable)
     if template is not None:
         for name in placeholders(template.title, template.description):
+            if "." in name:
+                continue  # a payload path, not a variable
             if name not in names and name not in BUILTIN_VARIABLES:
                 names.add(name)
                 variables.append(RoutineVariable(name=name))
@@ -203,16 +225,38 @@ def builtin_values(instant: datetime, timezone: str) -> dict[str, str]:
     return {"date": local.date().isoformat(), "datetime": local.isoformat(timespec="seconds")}
 
 
+def lookup(values: Mapping[str, object], path: str) -> tuple[bool, object]:
+    """Walk a dotted ``path`` through ``values`` (mappings by key, lists by index).
+
+    Returns:
+        ``(found, value)``; ``(False, None)`` when any step is missing.
+    """
+    current: object = values
+    for step in path.split("."):
+        if isinstance(current, Mapping) and step in current:
+            current = current[step]
+        elif isinstance(current, list) and step.isdigit() and int(step) < len(current):
+            current = current[int(step)]
+        else:
+            return False, None
+    return True, current
+
+
 def resolve_variables(
     variables: Sequence[RoutineVariable],
     provided: Mapping[str, object],
     builtins: Mapping[str, str],
+    *,
+    payload: Mapping[str, object] | None = None,
+    warnings: list[str] | None = None,
 ) -> dict[str, Any]:
     """Resolve the values of one fire: built-ins → declared defaults → provided values.
 
     Provided values of declared variables are checked and converted by type; provided keys
     that are not declared are passed through unchanged (a webhook's payload stays visible
-    to the agent). Built-ins cannot be overridden.
+    to the agent). Built-ins cannot be overridden. With a webhook's ``payload``, a declared
+    variable with a ``path`` takes the value found there (checked by type; a missing path
+    adds to ``warnings`` and leaves the variable as it was).
 
     Raises:
         InvalidInputError: a provided value has the wrong type, or a required variable has
@@ -231,6 +275,18 @@ def resolve_variables(
             values[name] = value
         elif value is not None:
             values[name] = coerce_value(found, value, field=f"variables.{name}")
+    if payload is not None:
+        values["payload"] = dict(payload)
+        for variable in variables:
+            if variable.path is None:
+                continue
+            found_it, value = lookup(values, variable.path)
+            if found_it and value is not None:
+                values[variable.name] = coerce_value(
+                    variable, value, field=f"variables.{variable.name}"
+                )
+            elif warnings is not None:
+                warnings.append(f"{variable.path} is missing from the delivery")
     for variable in variables:
         if variable.required and values.get(variable.name) is None:
             raise InvalidInputError(
@@ -251,12 +307,23 @@ def _text(value: object) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def render(text: str, values: Mapping[str, object]) -> str:
-    """Replace each ``{{name}}`` with its value; names without a value are left as written."""
+def render(text: str, values: Mapping[str, object], warnings: list[str] | None = None) -> str:
+    """Replace each ``{{name}}`` with its value; names without a value are left as written.
+
+    A dotted ``{{payload.a.b}}`` reads a path; one that is missing renders empty and adds
+    to ``warnings``.
+    """
 
     def substitute(match: re.Match[str]) -> str:
         name = match.group(1)
-        return _text(values[name]) if name in values else match.group(0)
+        if "." not in name:
+            return _text(values[name]) if name in values else match.group(0)
+        found, value = lookup(values, name)
+        if not found:
+            if warnings is not None and f"{name} is missing from the delivery" not in warnings:
+                warnings.append(f"{name} is missing from the delivery")
+            return ""
+        return _text(value)
 
     return PLACEHOLDER.sub(substitute, text)
 
@@ -272,15 +339,20 @@ def _capped(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - len(_CUT_MARK)] + _CUT_MARK
 
 
-def render_template(template: TaskTemplate, values: Mapping[str, object]) -> TaskTemplate:
+def render_template(
+    template: TaskTemplate, values: Mapping[str, object], warnings: list[str] | None = None
+) -> TaskTemplate:
     """The template with title and description rendered.
 
     The title is capped at :data:`MAX_RENDERED_TITLE` characters and the description at
-    :data:`MAX_RENDERED_DESCRIPTION`; a longer result ends with ``… [truncated]``.
+    :data:`MAX_RENDERED_DESCRIPTION`; a longer result ends with ``… [truncated]``. Payload
+    paths the values lack add to ``warnings``.
     """
     return TaskTemplate(
-        title=_capped(render(template.title, values), MAX_RENDERED_TITLE),
-        description=_capped(render(template.description, values), MAX_RENDERED_DESCRIPTION),
+        title=_capped(render(template.title, values, warnings), MAX_RENDERED_TITLE),
+        description=_capped(
+            render(template.description, values, warnings), MAX_RENDERED_DESCRIPTION
+        ),
     )
 
 

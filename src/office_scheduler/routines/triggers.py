@@ -11,7 +11,7 @@ import structlog
 
 from office_scheduler.clock import Clock
 from office_scheduler.cron import parse_schedule
-from office_scheduler.domain.errors import InvalidInputError
+from office_scheduler.domain.errors import InvalidInputError, NotFoundError
 from office_scheduler.domain.routines import RoutineTrigger, SigningMode, TriggerKind
 from office_scheduler.routines import webhooks
 from office_scheduler.routines.validation import TRIGGER_FIELDS
@@ -49,16 +49,20 @@ class TriggerOps:
             routine_id: the routine.
             fields: ``kind`` (``schedule``, ``webhook``, ``manual``); for a schedule
                 ``cron_expression`` and ``timezone`` (IANA, default UTC); for a webhook
-                ``signing_mode`` (``none``, ``bearer``, ``hmac_sha256``; default
-                ``hmac_sha256``); ``enabled`` (default true).
+                ``signing_mode`` (``none``, ``bearer``, ``hmac_sha256``, ``github``,
+                ``slack``; default ``hmac_sha256``), ``secret`` (``github``: optional, the
+                one set in GitHub; ``slack``: required, the app's signing secret),
+                ``events`` (``github``: event name → accepted actions) and ``task_id``
+                (``slack``: the channel task); ``enabled`` (default true).
 
         Returns:
             The trigger and, for a signed webhook, its secret: shown this once, never again.
 
         Raises:
             InvalidInputError: an unknown field, a bad kind, an invalid or never-firing cron
-                expression, an unknown zone (``field`` names it).
-            NotFoundError: no such routine.
+                expression, an unknown zone, a field of another signing mode (``field``
+                names it).
+            NotFoundError: no such routine, or no such channel task (field ``task_id``).
         """
         unknown = set(fields) - TRIGGER_FIELDS
         if unknown:
@@ -80,14 +84,19 @@ class TriggerOps:
                 fields.get("signing_mode", SigningMode.HMAC_SHA256.value),
                 field="signing_mode",
             )
-            secret = None if mode is SigningMode.NONE else webhooks.new_secret()
+            options, given = await self._mode_options(routine_id, mode, fields)
+            secret = given or (None if mode is SigningMode.NONE else webhooks.new_secret())
             values |= {
                 "public_id": webhooks.new_public_id(),
                 "signing_mode": mode.value,
                 "secret": secret,
+                "options": options,
             }
-        for name in ("cron_expression", "timezone", "signing_mode"):
-            if name in fields and name not in values:
+            if given is not None:
+                secret = None  # the caller's own secret is not echoed back
+        handled = set(values) | ({"events", "task_id"} if kind is TriggerKind.WEBHOOK else set())
+        for name in ("cron_expression", "timezone", "signing_mode", "secret", "events", "task_id"):
+            if name in fields and name not in handled:
                 raise InvalidInputError(
                     f"{name} does not apply to a {kind.value} trigger", field=name
                 )
@@ -96,6 +105,43 @@ class TriggerOps:
         )
         log.info("routine_trigger_created", routine_id=routine_id, trigger_id=trigger.id)
         return trigger, secret
+
+    async def _mode_options(
+        self, routine_id: str, mode: SigningMode, fields: Mapping[str, object]
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """The ``options`` column and the caller's own secret of a webhook in ``mode``."""
+        allowed = {
+            SigningMode.GITHUB: {"secret", "events"},
+            SigningMode.SLACK: {"secret", "task_id"},
+        }.get(mode, set())
+        for name in ("secret", "events", "task_id"):
+            if name in fields and name not in allowed:
+                raise InvalidInputError(
+                    f"{name} does not apply to a {mode.value} webhook", field=name
+                )
+        secret = fields.get("secret")
+        if secret is not None and (not isinstance(secret, str) or not secret.strip()):
+            raise InvalidInputError("secret must be a non-empty string", field="secret")
+        if mode is SigningMode.GITHUB:
+            events = webhooks.check_github_events(fields.get("events"))
+            return ({"events": events} if events is not None else None), secret
+        if mode is SigningMode.SLACK:
+            if secret is None:
+                raise InvalidInputError(
+                    "a slack webhook needs the Slack app's signing secret", field="secret"
+                )
+            task_id = fields.get("task_id")
+            if not isinstance(task_id, str) or not task_id:
+                raise InvalidInputError(
+                    "a slack webhook needs task_id: the channel task its messages go to",
+                    field="task_id",
+                )
+            routine = await asyncio.to_thread(self._store.routines.get_routine, routine_id)
+            task = await asyncio.to_thread(self._store.office.get_task, task_id)
+            if task.workspace_id != routine.workspace_id:
+                raise NotFoundError(f"task {task_id} not found", field="task_id")
+            return {"task_id": task_id}, secret
+        return None, None
 
     async def update_trigger(
         self, trigger_id: str, changes: Mapping[str, object]

@@ -37,7 +37,18 @@ ROUTINE_FIELDS = frozenset(
         "variables",
     }
 )
-TRIGGER_FIELDS = frozenset({"kind", "enabled", "cron_expression", "timezone", "signing_mode"})
+TRIGGER_FIELDS = frozenset(
+    {
+        "kind",
+        "enabled",
+        "cron_expression",
+        "timezone",
+        "signing_mode",
+        "secret",
+        "events",
+        "task_id",
+    }
+)
 
 
 def text(value: object, *, field: str, limit: int, required: bool = True) -> str:

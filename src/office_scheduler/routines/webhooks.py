@@ -4,8 +4,11 @@
 ``X-Signature-256: sha256=<hex>`` with ``X-Signature-Timestamp: <unix seconds>``; a
 timestamp more than five minutes from the server's clock is rejected, so a captured request
 cannot be replayed later (and a replay within the window is caught by its signature, which
-the store keeps). ``bearer`` sends ``Authorization: Bearer <secret>``. Every comparison is
-constant-time.
+the store keeps). ``bearer`` sends ``Authorization: Bearer <secret>``. ``github`` checks
+``X-Hub-Signature-256: sha256=<hex HMAC of the raw body>`` as GitHub sends it (GitHub signs
+no timestamp: ``X-GitHub-Delivery`` is the idempotency key, so a redelivery fires nothing).
+``slack`` checks ``X-Slack-Signature: v0=<hex HMAC of "v0:<timestamp>:<body>">`` with
+``X-Slack-Request-Timestamp`` within five minutes. Every comparison is constant-time.
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ from office_scheduler.routines.templates import check_json
 
 SIGNATURE_HEADER = "x-signature-256"
 TIMESTAMP_HEADER = "x-signature-timestamp"
+GITHUB_SIGNATURE_HEADER = "x-hub-signature-256"
+GITHUB_EVENT_HEADER = "x-github-event"
+GITHUB_DELIVERY_HEADER = "x-github-delivery"
+SLACK_SIGNATURE_HEADER = "x-slack-signature"
+SLACK_TIMESTAMP_HEADER = "x-slack-request-timestamp"
 IDEMPOTENCY_HEADER = "idempotency-key"
 TOLERANCE = timedelta(minutes=5)
 MAX_BODY_BYTES = 256 * 1024
@@ -72,8 +80,8 @@ def verify(
         now: the server's current instant (aware UTC).
 
     Returns:
-        The verified signature of an ``hmac_sha256`` delivery (the replay guard's key),
-        else ``None``.
+        The verified signature of an ``hmac_sha256``, ``github`` or ``slack`` delivery
+        (the replay guard's key), else ``None``.
 
     Raises:
         AuthError: a missing or wrong credential, a malformed or stale timestamp.
@@ -87,6 +95,10 @@ def verify(
         if scheme.lower() != "bearer" or not _same(token.strip(), secret):
             raise AuthError("missing or wrong bearer secret", field="Authorization")
         return None
+    if mode is SigningMode.GITHUB:
+        return _verify_github(secret, headers, body)
+    if mode is SigningMode.SLACK:
+        return _verify_slack(secret, headers, body, now)
     signature = headers.get(SIGNATURE_HEADER, "")
     stamp = headers.get(TIMESTAMP_HEADER, "")
     if not signature:
@@ -106,15 +118,90 @@ def verify(
     return signature.strip()
 
 
-def parse_body(body: bytes) -> dict[str, Any]:
-    """The provided variables of a delivery: its JSON object (or ``{}`` for an empty body).
+def _verify_github(secret: str, headers: Mapping[str, str], body: bytes) -> str:
+    signature = headers.get(GITHUB_SIGNATURE_HEADER, "").strip()
+    if not signature:
+        raise AuthError("missing X-Hub-Signature-256 header", field="X-Hub-Signature-256")
+    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    if not _same(signature, expected):
+        raise AuthError("signature does not match the body", field="X-Hub-Signature-256")
+    return signature
 
-    A body ``{"variables": {...}}`` provides the inner object; any other object provides
-    its top-level keys.
+
+def _verify_slack(secret: str, headers: Mapping[str, str], body: bytes, now: datetime) -> str:
+    signature = headers.get(SLACK_SIGNATURE_HEADER, "").strip()
+    stamp = headers.get(SLACK_TIMESTAMP_HEADER, "").strip()
+    if not signature:
+        raise AuthError("missing X-Slack-Signature header", field="X-Slack-Signature")
+    if not (stamp.isascii() and stamp.isdigit()) or len(stamp) > 12:
+        raise AuthError(
+            "missing or malformed X-Slack-Request-Timestamp header (unix seconds)",
+            field="X-Slack-Request-Timestamp",
+        )
+    if abs(now.timestamp() - int(stamp)) > TOLERANCE.total_seconds():
+        raise AuthError(
+            "X-Slack-Request-Timestamp is more than 5 minutes from the server's clock",
+            field="X-Slack-Request-Timestamp",
+        )
+    base = f"v0:{stamp}:".encode() + body
+    expected = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    if not _same(signature, expected):
+        raise AuthError("signature does not match the body", field="X-Slack-Signature")
+    return signature
+
+
+#: Most event names a ``github`` trigger's filter may list.
+MAX_GITHUB_EVENTS = 50
+
+
+def check_github_events(value: object) -> dict[str, list[str]] | None:
+    """Validate a ``github`` trigger's filter: event name → accepted actions.
+
+    ``None`` accepts every event; an empty action list accepts every action of its event.
+
+    Raises:
+        InvalidInputError: not a mapping of names to lists of names (field ``events``).
+    """
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or len(value) > MAX_GITHUB_EVENTS:
+        raise InvalidInputError(
+            "events must map GitHub event names to lists of actions", field="events"
+        )
+    found: dict[str, list[str]] = {}
+    for name, actions in value.items():
+        if not isinstance(name, str) or not name.strip() or len(name) > 100:
+            raise InvalidInputError("an event name must be a non-empty string", field="events")
+        if actions is None:
+            actions = []
+        if not isinstance(actions, list | tuple) or not all(
+            isinstance(action, str) and action.strip() and len(action) <= 100 for action in actions
+        ):
+            raise InvalidInputError(
+                f"events.{name} must be a list of action names", field=f"events.{name}"
+            )
+        found[name.strip()] = [action.strip() for action in actions]
+    return found
+
+
+def github_event_accepted(
+    events: Mapping[str, list[str]] | None, event: str, action: object
+) -> bool:
+    """Whether a ``github`` trigger with filter ``events`` fires for ``event``/``action``."""
+    if events is None:
+        return True
+    if event not in events:
+        return False
+    accepted = events[event]
+    return not accepted or (isinstance(action, str) and action in accepted)
+
+
+def parse_json_object(body: bytes) -> dict[str, Any]:
+    """A delivery's whole JSON object (``{}`` for an empty body).
 
     Raises:
         InvalidInputError: larger than 256 KiB, not JSON, not an object, or holding a value
-            no database can store (a non-finite number, a NUL character).
+            no database can store.
     """
     if len(body) > MAX_BODY_BYTES:
         raise InvalidInputError("body is larger than 256 KiB", field="body")
@@ -127,6 +214,20 @@ def parse_body(body: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidInputError("body must be a JSON object", field="body")
     check_json(data, field="body")
+    return data
+
+
+def parse_body(body: bytes) -> dict[str, Any]:
+    """The provided variables of a delivery: its JSON object (or ``{}`` for an empty body).
+
+    A body ``{"variables": {...}}`` provides the inner object; any other object provides
+    its top-level keys.
+
+    Raises:
+        InvalidInputError: larger than 256 KiB, not JSON, not an object, or holding a value
+            no database can store (a non-finite number, a NUL character).
+    """
+    data = parse_json_object(body)
     inner = data.get("variables")
     if isinstance(inner, dict) and set(data) == {"variables"}:
         return inner

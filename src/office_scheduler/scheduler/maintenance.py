@@ -6,16 +6,25 @@ retries are promoted to ``queued`` (or cancelled when their task moved on); and,
 workspace has adopted Office, the recovery sweep re-dispatches assigned Office tasks whose
 ``task_assigned`` wake was lost.
 
-With several processes on PostgreSQL only the holder of the maintenance leadership
-(:class:`~office_scheduler.store.leadership.Leadership`) runs these passes; the others check
-every interval whether the leader is gone and take over when it is.
+With several processes on PostgreSQL only the holder of the maintenance leader's lease
+(:class:`~office_scheduler.store.leadership.Leadership`, renewed by
+:class:`~office_scheduler.scheduler.leader.LeaderLoop`) runs these passes. A pass checks the
+holder's own deadline before it starts and again before every write, and each write runs in
+a transaction that first checks the pass's :class:`~office_scheduler.store.leader_lease.LeaderTerm`
+with the lease row locked (:func:`~office_scheduler.store.leader_lease.check_term`): a leader
+that wakes after a freeze, when another node took the lease, has its writes refused
+(:class:`~office_scheduler.store.leader_lease.LeaderFenced`) and stops. Wakes the sweep and
+the re-drive send go through intake under deterministic idempotency keys, so a stale
+duplicate of one of them is deduplicated rather than fenced.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from typing import ParamSpec, TypeVar
 
 import structlog
 
@@ -31,12 +40,15 @@ from office_scheduler.pipeline.retries import stale_retry_reason
 from office_scheduler.scheduler.loop import OwnedLoop
 from office_scheduler.scheduler.orphans import kill_orphans
 from office_scheduler.store.facade import Store
+from office_scheduler.store.leader_lease import LeaderFenced, LeaderTerm, check_term
 from office_scheduler.store.leadership import Leadership
 from office_scheduler.store.recovery import RECOVERY_KEY_MARKER, RecoveryCandidate, assigned_key
 
 log = structlog.get_logger(__name__)
 
 Publish = Callable[[Event], Awaitable[None]]
+P = ParamSpec("P")
+T = TypeVar("T")
 #: Shortest pause between two passes when a retry falls due sooner than the interval.
 MIN_PAUSE_S = 1.0
 
@@ -47,6 +59,10 @@ async def _ignore(_event: Event) -> None:
 
 def _no_poke() -> None:
     return None
+
+
+class LeadershipLost(Exception):
+    """This process stopped acting as leader in the middle of a pass (the pass ends)."""
 
 
 def recovery_key(candidate: RecoveryCandidate) -> str:
@@ -73,8 +89,9 @@ class MaintenanceLoop(OwnedLoop):
         enqueue: intake, for recovery dispatches; without it the sweep does nothing.
         publish: receives :class:`RunEnded` for scheduled retries cancelled here.
         poke: wakes the runs loop after retries were promoted.
-        leadership: when given, a pass runs only while this process holds it (released
-            when the loop stops); without it every pass runs (one process, or tests).
+        leadership: when given, a pass runs only while this process holds it, and its
+            writes are fenced by the pass's term; without it every pass runs unfenced
+            (one process, or tests).
     """
 
     def __init__(
@@ -97,7 +114,39 @@ class MaintenanceLoop(OwnedLoop):
         self._enqueue = enqueue
         self._publish = publish
         self._poke_runs = poke
+        #: The term of the pass in progress (``None`` outside a leader's pass).
+        self._term: LeaderTerm | None = None
         super().__init__(name="maintenance-loop")
+
+    def _fence(self) -> LeaderTerm | None:
+        """The term to fence the next write with; raises once this process stopped leading.
+
+        Outside a pass started by :meth:`run_pass` (drain mode, tests) and on SQLite
+        nothing is checked and ``None`` comes back.
+
+        Raises:
+            LeadershipLost: the pass's leadership ended (own deadline passed, or dropped).
+        """
+        pass_term, leadership = self._term, self._leadership
+        if pass_term is None or leadership is None:
+            return None
+        term = leadership.term()
+        if term != pass_term:
+            raise LeadershipLost(f"leadership of epoch {pass_term.epoch} ended during the pass")
+        return term if leadership.uses_lease else None
+
+    async def _write(self, write: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run the store call ``write`` in a worker thread, fenced by the pass's term."""
+        term = self._fence()
+        call = functools.partial(write, *args, **kwargs)
+        if term is None:
+            return await asyncio.to_thread(call)
+        return await asyncio.to_thread(self._fenced_call, term, call)
+
+    def _fenced_call(self, term: LeaderTerm, call: Callable[[], T]) -> T:
+        with self._store.db.transaction() as conn:
+            check_term(conn, term)
+            return call()
 
     async def tick(self) -> list[int]:
         """One maintenance pass; returns the ids of runs whose expired lease was recovered."""
@@ -106,6 +155,7 @@ class MaintenanceLoop(OwnedLoop):
         await self.reap_leaked_checkouts()
         await self.promote_due_retries()
         await self.recovery_sweep()
+        self._fence()
         await redrive_decisions(self._store, self._clock, self._publish, self._enqueue)
         return recovered
 
@@ -115,7 +165,7 @@ class MaintenanceLoop(OwnedLoop):
         Returns:
             How many heads were late; each is logged, since the store keeps them right.
         """
-        late = await asyncio.to_thread(self._store.queue.reconcile_heads)
+        late = await self._write(self._store.queue.reconcile_heads)
         if late:
             log.warning("queue_heads_corrected", agents=late)
             self._poke_runs()
@@ -128,7 +178,7 @@ class MaintenanceLoop(OwnedLoop):
         with SIGKILL leaves its sessions behind) are killed first, so a run's next
         session never overlaps the last one (see :mod:`~office_scheduler.scheduler.orphans`).
         """
-        recovered = await asyncio.to_thread(
+        recovered = await self._write(
             self._store.queue.recover_expired_leases,
             now=self._clock.now(),
             alive=self._alive(),
@@ -141,7 +191,7 @@ class MaintenanceLoop(OwnedLoop):
 
     async def reap_leaked_checkouts(self) -> list[str]:
         """Release task checkouts whose holding run is not live; returns the task ids."""
-        task_ids = await asyncio.to_thread(self._store.queue.reap_leaked_checkouts)
+        task_ids = await self._write(self._store.queue.reap_leaked_checkouts)
         if task_ids:
             log.warning("leaked_checkouts_released", task_ids=task_ids)
         return task_ids
@@ -161,17 +211,15 @@ class MaintenanceLoop(OwnedLoop):
                 task = await asyncio.to_thread(self._store.office.find_task, run.task_id)
             reason = stale_retry_reason(run, task)
             if reason is not None:
-                cancelled = await asyncio.to_thread(
-                    queue.cancel_retry, run.id, reason=reason, now=now
-                )
+                cancelled = await self._write(queue.cancel_retry, run.id, reason=reason, now=now)
                 if cancelled is not None:
                     await self._retry_cancelled(cancelled)
                 continue
-            queued = await asyncio.to_thread(queue.promote_retry, run.id, now=now)
+            queued = await self._write(queue.promote_retry, run.id, now=now)
             if queued is None:
                 continue
             promoted.append(queued.id)
-            await asyncio.to_thread(
+            await self._write(
                 self._store.runlog.add_run_event,
                 queued.id,
                 kind="retry_promoted",
@@ -186,7 +234,7 @@ class MaintenanceLoop(OwnedLoop):
 
     async def _retry_cancelled(self, run: Run) -> None:
         assert run.reason is not None
-        await asyncio.to_thread(
+        await self._write(
             self._store.runlog.add_run_event,
             run.id,
             kind="run_cancelled",
@@ -201,7 +249,7 @@ class MaintenanceLoop(OwnedLoop):
             task_id=run.task_id,
             reason=run.reason.value,
         )
-        await asyncio.to_thread(self._store.runlog.log_run_skip, run, now=self._clock.now())
+        await self._write(self._store.runlog.log_run_skip, run, now=self._clock.now())
         await self._publish(RunEnded(run=run))
 
     async def recovery_sweep(self) -> int:
@@ -230,10 +278,11 @@ class MaintenanceLoop(OwnedLoop):
         considered = Counter(candidate.workspace_id for candidate in candidates)
         dispatched: Counter[str] = Counter()
         for candidate in candidates:
+            self._fence()  # a long sweep stops as soon as this process stops leading
             if await self._dispatch(candidate, self._enqueue):
                 dispatched[candidate.workspace_id] += 1
         for workspace_id, count in considered.items():
-            await asyncio.to_thread(
+            await self._write(
                 self._store.runlog.add_activity,
                 workspace_id=workspace_id,
                 kind="recovery_sweep_complete",
@@ -263,7 +312,7 @@ class MaintenanceLoop(OwnedLoop):
             return False
         if result.outcome is IntakeOutcome.DEDUPLICATED:
             return False
-        await asyncio.to_thread(
+        await self._write(
             self._store.runlog.add_activity,
             workspace_id=candidate.workspace_id,
             kind="recovery_dispatch",
@@ -291,26 +340,37 @@ class MaintenanceLoop(OwnedLoop):
 
     @property
     def leader(self) -> bool:
-        """Whether this process held maintenance leadership at its last pass."""
+        """Whether this process may act as maintenance leader now."""
         return self._leadership is None or self._leadership.held
 
     async def run_pass(self) -> float:
         """One :meth:`tick` when leading; rest ``maintenance_interval`` or until a retry is due.
 
-        A process that does not hold leadership only checks whether it can take it.
+        A process that does not lead does nothing (the leader loop takes the lease when it
+        is free and pokes this loop). The holder checks its own deadline before the pass
+        and before each write of it; a pass whose leadership ends, or whose write is
+        refused by the epoch fence, stops where it is.
         """
         pause = self._settings.maintenance_interval.total_seconds()
-        if self._leadership is not None and not await asyncio.to_thread(self._leadership.ensure):
+        if self._leadership is not None:
+            term = self._leadership.term()
+            if term is None:
+                return pause
+            self._term = term
+        try:
+            await self.tick()
+        except LeadershipLost as exc:
+            log.warning("maintenance_pass_stopped", reason=str(exc))
             return pause
-        await self.tick()
+        except LeaderFenced as exc:
+            if self._leadership is not None:
+                self._leadership.fenced(str(exc))
+            log.warning("maintenance_pass_fenced", reason=str(exc))
+            return pause
+        finally:
+            self._term = None
         due = await asyncio.to_thread(self._store.queue.next_retry_at)
         if due is not None:
             until_due = (due - self._clock.now()).total_seconds()
             pause = min(pause, max(until_due, MIN_PAUSE_S))
         return pause
-
-    async def stop(self) -> None:
-        """Stop after the current pass, then give maintenance leadership up (idempotent)."""
-        await super().stop()
-        if self._leadership is not None:
-            await asyncio.to_thread(self._leadership.release)

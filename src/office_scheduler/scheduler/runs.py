@@ -18,7 +18,7 @@ import structlog
 from office_scheduler.clock import Clock
 from office_scheduler.config import Settings
 from office_scheduler.domain.models import Run
-from office_scheduler.domain.status import RunReason
+from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunReason
 from office_scheduler.scheduler.loop import LoopHealth, log_failure
 from office_scheduler.store.facade import Store
 
@@ -33,7 +33,12 @@ class RunsLoop:
     """Claims eligible runs (on a poke or a safety tick) and runs their pipelines concurrently.
 
     At most ``settings.max_parallel_runs`` pipelines run at once in this process. Leases
-    of running pipelines are renewed every third of the lease. ``stop()`` stops claiming,
+    of running pipelines are renewed every third of the lease. A renewal that finds a lease
+    of its own already past its end (the process was frozen, the clock jumped) or a run no
+    longer held by this claim (the leader requeued it) abandons that attempt
+    (:meth:`abandon`): its pipeline is cancelled, which stops the agent's process group,
+    and the pipeline's driver records ``attempt_abandoned`` instead of ending the run.
+    ``stop()`` stops claiming,
     gives running sessions ``shutdown_grace``, then cancels them (their executors kill the
     process groups) and puts their runs back to ``queued`` with reason ``interrupted``.
     ``cancel(run_id)`` stops one pipeline for good: the run ends ``cancelled``.
@@ -56,6 +61,10 @@ class RunsLoop:
         self._looked_at: datetime | None = None
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._cancelling: set[int] = set()
+        #: Run id → (its claim's ``claimed_at``, when this node's lease on it ends).
+        self._claims: dict[int, tuple[datetime | None, datetime]] = {}
+        #: Run id → why its attempt was abandoned (while its pipeline winds down).
+        self._lost: dict[int, str] = {}
         self._task: asyncio.Task[None] | None = None
         self._claiming = False
         self.health = LoopHealth()
@@ -103,6 +112,34 @@ class RunsLoop:
         requeued.
         """
         return run_id in self._cancelling
+
+    def lost_reason(self, run_id: int) -> str | None:
+        """Why ``run_id``'s attempt in this process was abandoned, or ``None`` if it was not.
+
+        ``lease_expired``: this node's lease on the run ended before it was renewed;
+        ``claim_lost``: the run is no longer held by this attempt's claim (requeued by
+        the maintenance leader, maybe claimed and run elsewhere).
+        """
+        return self._lost.get(run_id)
+
+    def abandon(self, run_id: int, reason: str) -> bool:
+        """Give up this process's attempt at ``run_id``: cancel its pipeline (idempotent).
+
+        The executor stops the agent's process group; the pipeline's driver sees
+        :meth:`lost_reason` and writes nothing for the attempt but its
+        ``attempt_abandoned`` event.
+
+        Returns:
+            False when no pipeline of ``run_id`` runs here.
+        """
+        task = self._inflight.get(run_id)
+        if task is None or task.done():
+            return False
+        if run_id not in self._lost:
+            self._lost[run_id] = reason
+            log.warning("attempt_abandoning", run_id=run_id, reason=reason)
+            task.cancel()
+        return True
 
     async def cancel(self, run_id: int) -> bool:
         """Stop the pipeline of ``run_id`` in this process and wait until it has ended.
@@ -169,6 +206,8 @@ class RunsLoop:
             limit=free,
         )
         for run in runs:
+            until = run.lease_expires_at or now + self._settings.lease
+            self._claims[run.id] = (run.claimed_at, until)
             task = asyncio.create_task(self._process(run), name=f"run-{run.id}")
             self._inflight[run.id] = task
             task.add_done_callback(self._forget(run.id))
@@ -179,6 +218,8 @@ class RunsLoop:
             if self._inflight.get(run_id) is task:
                 del self._inflight[run_id]
                 self._cancelling.discard(run_id)
+                self._claims.pop(run_id, None)
+                self._lost.pop(run_id, None)
             # A finished run frees a slot of its agent: look at the queue again.
             self.poke()
 
@@ -193,15 +234,53 @@ class RunsLoop:
             elif claimed == 0:
                 return
 
-    async def _renew_leases(self) -> None:
-        if self._inflight:
-            await asyncio.to_thread(
-                self._store.queue.renew_leases,
-                list(self._inflight),
-                node_id=self._settings.node_id,
-                now=self._clock.now(),
-                lease=self._settings.lease,
-            )
+    async def renew_leases(self) -> list[int]:
+        """Renew the leases of the runs in flight here; abandon the attempts found lost.
+
+        A lease whose end, as this node last wrote it, has already passed is not renewed
+        (the run may be requeued and running elsewhere by now): the attempt is abandoned
+        with reason ``lease_expired``. A run the renewal no longer finds held by this
+        attempt's claim is abandoned with reason ``claim_lost``.
+
+        Returns:
+            The ids of the runs whose attempts were abandoned.
+        """
+        if not self._inflight:
+            return []
+        now = self._clock.now()
+        node = self._settings.node_id
+        lost: dict[int, str] = {}
+        current: list[int] = []
+        for run_id in list(self._inflight):
+            claim = self._claims.get(run_id)
+            if run_id in self._lost or claim is None:
+                continue
+            if claim[1] <= now:
+                lost[run_id] = "lease_expired"
+            else:
+                current.append(run_id)
+        renewed = await asyncio.to_thread(
+            self._store.queue.renew_leases,
+            current,
+            node_id=node,
+            now=now,
+            lease=self._settings.lease,
+        )
+        for run_id in renewed:
+            claim = self._claims.get(run_id)
+            if claim is not None:
+                self._claims[run_id] = (claim[0], now + self._settings.lease)
+        missing = sorted(set(current) - set(renewed))
+        if missing:
+            rows = await asyncio.to_thread(self._store.queue.runs_by_id, missing)
+            for run_id in missing:
+                run = rows.get(run_id)
+                claim = self._claims.get(run_id)
+                if run is None or claim is None or not _still_ours(run, claim[0], node):
+                    lost[run_id] = "claim_lost"
+        for run_id, reason in sorted(lost.items()):
+            self.abandon(run_id, reason)
+        return sorted(lost)
 
     async def _wait_for_work(self) -> None:
         now = self._clock.now()
@@ -243,7 +322,7 @@ class RunsLoop:
                 claimed = await self.claim_once()
                 now = asyncio.get_running_loop().time()
                 if now - last_renewal >= self._settings.lease.total_seconds() / 3:
-                    await self._renew_leases()
+                    await self.renew_leases()
                     last_renewal = now
                 self.health.passed()
                 if claimed == 0:
@@ -254,3 +333,52 @@ class RunsLoop:
                 if self._claiming:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._poked.wait(), pause)
+
+
+def _still_ours(run: Run, claimed_at: datetime | None, node_id: str) -> bool:
+    """Whether ``run`` is still (or was last) held by the claim ``(node_id, claimed_at)``.
+
+    A run this attempt has just ended (or parked for a retry) keeps its ``claimed_at``;
+    a run requeued by the maintenance leader lost it, and a run claimed again has a new one.
+    """
+    if run.claimed_at != claimed_at:
+        return False
+    return run.status not in LIVE_RUN_STATUSES or run.claimed_by == node_id
+
+
+_WHY = {
+    "lease_expired": "its lease ended before this node renewed it (frozen, or its clock jumped)",
+    "claim_lost": "the run was taken from this attempt's claim (requeued after its lease expired)",
+}
+
+
+def abandoned_attempt(
+    run: Run, current: Run, *, node_id: str, reason: str
+) -> dict[str, Any] | None:
+    """The ``attempt_abandoned`` event of this node's attempt at ``run``, if it was lost.
+
+    Args:
+        run: the run as this attempt claimed it.
+        current: the run as it is now.
+        node_id: this node.
+        reason: ``lease_expired`` or ``claim_lost`` (see :meth:`RunsLoop.lost_reason`).
+
+    Returns:
+        ``{"message", "data"}`` of the event, or ``None`` when the attempt was not lost
+        after all: its own end committed (the run ended or was parked under this claim),
+        or, for ``claim_lost``, the run is still held by this claim.
+    """
+    same_claim = current.claimed_at == run.claimed_at
+    if same_claim and current.status not in LIVE_RUN_STATUSES:
+        return None  # this attempt's own end or retry committed
+    if reason == "claim_lost" and _still_ours(current, run.claimed_at, node_id):
+        return None
+    data = {
+        "node_id": node_id,
+        "reason": reason,
+        "claimed_at": None if run.claimed_at is None else run.claimed_at.isoformat(),
+        "status_now": current.status.value,
+        "claimed_by_now": current.claimed_by,
+    }
+    message = f"attempt on {node_id} abandoned: {_WHY.get(reason, reason)}"
+    return {"message": message, "data": data}

@@ -25,6 +25,7 @@ from office_scheduler.domain.status import (
 from office_scheduler.store.activity import USER_ACTOR, activity_values, insert_activity
 from office_scheduler.store.engine import Database
 from office_scheduler.store.ids import new_id
+from office_scheduler.store.notifications import notify_task_done
 from office_scheduler.store.office_common import (
     find_task_in,
     get_task_in,
@@ -390,4 +391,5 @@ def _land_review(conn: Connection, approval: Approval, now: datetime) -> Decisio
         .values(state=target.value, updated_at=now)
     )
     after = get_task_in(conn, before.id)
+    notify_task_done(conn, before, after, now)
     return Decision(approval=approval, before=before, after=after, comment=comment)

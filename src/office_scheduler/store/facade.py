@@ -9,6 +9,7 @@ from office_scheduler.store.budgets import BudgetStore
 from office_scheduler.store.engine import Database, open_database
 from office_scheduler.store.held import HeldWakeNotes
 from office_scheduler.store.listing import ListingStore
+from office_scheduler.store.notifications import NotificationStore
 from office_scheduler.store.office import OfficeStore
 from office_scheduler.store.queue import QueueStore
 from office_scheduler.store.routines import RoutineStore
@@ -37,6 +38,7 @@ class Store:
     budgets: BudgetStore
     runaway: RunawayStore
     held_notes: HeldWakeNotes
+    notifications: NotificationStore
 
     @classmethod
     def from_database(cls, db: Database) -> Store:
@@ -54,6 +56,7 @@ class Store:
             budgets=BudgetStore(db),
             runaway=RunawayStore(db),
             held_notes=HeldWakeNotes(db),
+            notifications=NotificationStore(db),
         )
 
     @classmethod

@@ -19,6 +19,7 @@ from office_scheduler.domain.errors import ConflictError, NotFoundError
 from office_scheduler.domain.models import InboxItem
 from office_scheduler.domain.status import InboxKind, InboxStatus
 from office_scheduler.store.engine import Database
+from office_scheduler.store.notifications import queue_notification
 from office_scheduler.store.pagination import Page, check_limit, decode_cursor, make_page
 from office_scheduler.store.rows import inbox_from_row
 from office_scheduler.store.schema import inbox_items
@@ -71,8 +72,26 @@ def insert_inbox_item(conn: Connection, values: Mapping[str, Any]) -> InboxItem:
     row = first_row(conn, stmt.returning(inbox_items))
     if row is None:
         row = first_row(conn, sa.select(inbox_items).where(inbox_items.c.dedupe_key == dedupe_key))
-    assert row is not None
-    return inbox_from_row(row)
+        assert row is not None
+        return inbox_from_row(row)
+    item = inbox_from_row(row)
+    queue_notification(
+        conn,
+        workspace_id=item.workspace_id,
+        event=item.kind.value,
+        data={
+            "inbox_item_id": item.id,
+            "title": item.title,
+            "body": item.body,
+            "agent_id": item.agent_id,
+            "task_id": item.task_id,
+            "approval_id": item.approval_id,
+            "details": item.data,
+            "dashboard_path": "/inbox",
+        },
+        now=item.created_at,
+    )
+    return item
 
 
 def _inbox_key(item: InboxItem) -> tuple[datetime, int]:

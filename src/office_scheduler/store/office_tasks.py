@@ -13,6 +13,7 @@ from office_scheduler.domain.models import Task
 from office_scheduler.domain.status import ACTIONABLE_TASK_STATES, TaskState, WorkflowKind
 from office_scheduler.store.engine import Database
 from office_scheduler.store.ids import new_id
+from office_scheduler.store.notifications import notify_task_done
 from office_scheduler.store.office_common import (
     find_task_in,
     get_task_in,
@@ -280,7 +281,9 @@ class TaskMethods:
             conn.execute(
                 sa.update(tasks).where(tasks.c.id == task_id).values(updated_at=now, **values)
             )
-            return before, get_task_in(conn, task_id)
+            after = get_task_in(conn, task_id)
+            notify_task_done(conn, before, after, now)
+            return before, after
 
     def archive_task(self, task_id: str, *, now: datetime) -> Task:
         """Archive a task (idempotent: an archived task keeps its first ``archived_at``).

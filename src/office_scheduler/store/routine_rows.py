@@ -38,6 +38,7 @@ def variables_to_json(variables: Sequence[RoutineVariable]) -> list[dict[str, An
             "default": item.default,
             "required": item.required,
             "options": list(item.options),
+            **({"path": item.path} if item.path else {}),
         }
         for item in variables
     ]
@@ -75,6 +76,7 @@ def routine_from_row(row: Row) -> Routine:
                 default=item.get("default"),
                 required=bool(item.get("required", False)),
                 options=tuple(item.get("options") or ()),
+                path=item.get("path"),
             )
             for item in row["variables"]
         ),
@@ -97,6 +99,8 @@ def trigger_from_row(row: Row) -> RoutineTrigger:
         public_id=row["public_id"],
         signing_mode=SigningMode(row["signing_mode"]) if row["signing_mode"] else None,
         created_at=row["created_at"],
+        events=(row["options"] or {}).get("events"),
+        channel_task_id=(row["options"] or {}).get("task_id"),
     )
 
 
@@ -112,6 +116,7 @@ def routine_run_from_row(row: Row) -> RoutineRun:
         status_reason=row["status_reason"],
         variables=dict(payload.get("variables") or {}),
         missed=payload.get("missed"),
+        warnings=tuple(payload.get("warnings") or ()),
         idempotency_key=row["idempotency_key"],
         linked_task_id=row["linked_task_id"],
         linked_run_id=row["linked_run_id"],

@@ -51,6 +51,7 @@ class NewRoutineRun:
     delivery_signature: str | None = None
     status: RoutineRunStatus = RoutineRunStatus.RECEIVED
     status_reason: str | None = None
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -171,6 +172,7 @@ def _run_values(new: NewRoutineRun, now: datetime) -> dict[str, Any]:
         "trigger_payload": {
             "variables": dict(new.variables),
             "missed": dict(new.missed) if new.missed else None,
+            **({"warnings": list(new.warnings)} if new.warnings else {}),
         },
         "scheduled_for": new.scheduled_for,
         "idempotency_key": new.idempotency_key,

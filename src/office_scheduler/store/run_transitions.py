@@ -12,8 +12,10 @@ from sqlalchemy.engine import Connection
 
 from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.models import ContextEntry, Run
+from office_scheduler.domain.notifications import NotificationEvent
 from office_scheduler.domain.status import LIVE_RUN_STATUSES, RunReason, RunStatus
 from office_scheduler.store.engine import Database
+from office_scheduler.store.notifications import queue_notification
 from office_scheduler.store.notify import notify_wake
 from office_scheduler.store.queue_common import (
     claim_fence,
@@ -30,18 +32,40 @@ from office_scheduler.store.schema import agents, runs, tasks, wakeup_requests
 from office_scheduler.store.sql import insert
 from office_scheduler.store.tokens import revoke_run_tokens
 
-_MARK_RUNNING = (
-    sa.update(runs)
-    .where(
-        runs.c.id == sa.bindparam("run_id"),
-        runs.c.status == RunStatus.CLAIMED.value,
-        runs.c.context_version == sa.bindparam("expected_version"),
+
+@cache
+def _mark_running(*, fence_node: bool, fence_claim: bool) -> sa.Update:
+    """The compare-and-set ``claimed`` → ``running`` (fenced by the claim when asked)."""
+    fence = claim_fence(
+        sa.bindparam("fence_node") if fence_node else None,
+        sa.bindparam("fence_claimed_at", type_=runs.c.claimed_at.type) if fence_claim else None,
     )
-    .returning(*runs.c)
-)
+    return (
+        sa.update(runs)
+        .where(
+            runs.c.id == sa.bindparam("run_id"),
+            runs.c.status == RunStatus.CLAIMED.value,
+            runs.c.context_version == sa.bindparam("expected_version"),
+            *fence,
+        )
+        .returning(*runs.c)
+    )
+
+
 _SET_PID = sa.update(runs).where(runs.c.id == sa.bindparam("run_id"))
 _CHECKOUT_TASK = sa.update(tasks).where(
     tasks.c.id == sa.bindparam("task_id"), tasks.c.checkout_agent_id.is_(None)
+)
+#: The same, only while the run is still held by the claim ``(fence_node, fence_claimed_at)``.
+_CHECKOUT_TASK_FENCED = _CHECKOUT_TASK.where(
+    sa.exists().where(
+        runs.c.id == sa.bindparam("fence_run_id"),
+        runs.c.status.in_(LIVE_RUN_STATUSES),
+        *claim_fence(
+            sa.bindparam("fence_node"),
+            sa.bindparam("fence_claimed_at", type_=runs.c.claimed_at.type),
+        ),
+    )
 )
 
 
@@ -97,6 +121,8 @@ class RunTransitions:
         session_id: str | None,
         now: datetime,
         prompt_kind: str | None = None,
+        node_id: str | None = None,
+        claimed_at: datetime | None = None,
     ) -> Run | None:
         """Move a claimed run to ``running`` if its context is still ``expected_version``.
 
@@ -108,10 +134,13 @@ class RunTransitions:
             session_id: the session record of this launch.
             now: the start instant (UTC).
             prompt_kind: ``full`` or a resume ``delta`` (recorded with the prompt).
+            node_id: when given, only the node that holds the claim may start it.
+            claimed_at: when given, only the same claim may start it: an attempt whose
+                run was requeued (its lease lost) and claimed again never launches.
 
         Returns:
             The running run, or ``None`` when a wake merged into the run after its prompt
-            was built (rebuild and try again) or the run is no longer claimed.
+            was built (rebuild and try again) or the run is no longer claimed (by us).
         """
         values: dict[str, Any] = {
             "status": RunStatus.RUNNING.value,
@@ -123,8 +152,13 @@ class RunTransitions:
         if prompt_kind is not None:
             values["prompt_kind"] = prompt_kind
         params = {"run_id": run_id, "expected_version": expected_version, **values}
+        if node_id is not None:
+            params["fence_node"] = node_id
+        if claimed_at is not None:
+            params["fence_claimed_at"] = claimed_at
+        update = _mark_running(fence_node=node_id is not None, fence_claim=claimed_at is not None)
         with self._db.write() as conn:
-            row = conn.execute(_MARK_RUNNING, params).mappings().first()
+            row = conn.execute(update, params).mappings().first()
             return None if row is None else run_from_row(row)
 
     def set_pid(self, run_id: int, pid: int, *, now: datetime) -> None:
@@ -216,6 +250,21 @@ class RunTransitions:
                 self._hand_over(conn, run, run.context[seen_version:], now)
             if run.started_at is not None:
                 stamp_cooldown(conn, agent, now)
+            if run.status is RunStatus.FAILED:
+                queue_notification(
+                    conn,
+                    workspace_id=run.workspace_id,
+                    event=NotificationEvent.RUN_FAILED,
+                    data={
+                        "run_id": run.id,
+                        "agent_id": run.agent_id,
+                        "task_id": run.task_id,
+                        "reason": run.reason.value if run.reason else None,
+                        "error": (run.error or "")[:1000],
+                        "dashboard_path": f"/runs/{run.id}",
+                    },
+                    now=now,
+                )
             return run
 
     def _hand_over(
@@ -301,17 +350,20 @@ class RunTransitions:
 
     def renew_leases(
         self, run_ids: Sequence[int], *, node_id: str, now: datetime, lease: timedelta
-    ) -> None:
-        """Extend the leases this node holds on ``run_ids``.
+    ) -> list[int]:
+        """Extend the leases this node holds on ``run_ids``; returns the ids renewed.
 
         One statement renews every run no other transaction holds right now (``SKIP
         LOCKED`` on PostgreSQL); each run that was held (an intake merging into it, its own
         start or end) is then renewed in a statement of its own, which waits for it. A
         renewal therefore never holds one run while waiting for another, so it cannot
         close a lock cycle (a deadlock), and no run misses its renewal.
+
+        A run left out of the answer is no longer claimed or running by ``node_id``
+        (ended, or requeued after its lease expired): the caller has lost it.
         """
         if not run_ids:
-            return
+            return []
         held_by_us = [runs.c.claimed_by == node_id, runs.c.status.in_(LIVE_RUN_STATUSES)]
         free = (
             sa.select(runs.c.id)
@@ -329,11 +381,22 @@ class RunTransitions:
             )
         for run_id in sorted(set(run_ids) - renewed):
             with self._db.write() as conn:
-                conn.execute(
+                done = conn.execute(
                     sa.update(runs)
                     .where(runs.c.id == run_id, *held_by_us)
                     .values(lease_expires_at=now + lease)
                 )
+                if done.rowcount:
+                    renewed.add(run_id)
+        return sorted(renewed)
+
+    def runs_by_id(self, run_ids: Sequence[int]) -> dict[int, Run]:
+        """The runs of ``run_ids`` that exist, by id (one read)."""
+        if not run_ids:
+            return {}
+        with self._db.read() as conn:
+            rows = conn.execute(sa.select(runs).where(runs.c.id.in_(list(run_ids)))).mappings()
+            return {int(row["id"]): run_from_row(row) for row in rows}
 
     def recover_expired_leases(
         self,
@@ -378,20 +441,43 @@ class RunTransitions:
             self._requeue(conn, run_ids, reason=RunReason.INTERRUPTED, now=now)
             return run_ids
 
-    def checkout_task(self, task_id: str, *, agent_id: str, run_id: int, now: datetime) -> bool:
+    def checkout_task(
+        self,
+        task_id: str,
+        *,
+        agent_id: str,
+        run_id: int,
+        now: datetime,
+        node_id: str | None = None,
+        claimed_at: datetime | None = None,
+    ) -> bool:
         """Take the task's exclusive checkout for this run (CAS on ``checkout_agent_id``).
 
+        Args:
+            task_id: the task to check out.
+            agent_id: the run's agent.
+            run_id: the run taking it.
+            now: the instant (UTC).
+            node_id: with ``claimed_at``, only while the run is still claimed or running
+                under that claim (a lost attempt never takes the checkout from the run's
+                next attempt).
+            claimed_at: see ``node_id``.
+
         Returns:
-            False when another agent or run already holds it.
+            False when another agent or run already holds it, or the claim was lost.
         """
+        params: dict[str, Any] = {
+            "task_id": task_id,
+            "checkout_agent_id": agent_id,
+            "checkout_run_id": run_id,
+            "checkout_at": now,
+        }
+        statement = _CHECKOUT_TASK
+        if node_id is not None and claimed_at is not None:
+            statement = _CHECKOUT_TASK_FENCED
+            params.update(fence_run_id=run_id, fence_node=node_id, fence_claimed_at=claimed_at)
         with self._db.write() as conn:
-            params = {
-                "task_id": task_id,
-                "checkout_agent_id": agent_id,
-                "checkout_run_id": run_id,
-                "checkout_at": now,
-            }
-            return conn.execute(_CHECKOUT_TASK, params).rowcount == 1
+            return conn.execute(statement, params).rowcount == 1
 
     def next_due_at(self) -> datetime | None:
         """The earliest ``not_before`` of any queued run, or ``None`` when none is queued."""

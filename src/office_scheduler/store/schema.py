@@ -349,6 +349,8 @@ routine_triggers = sa.Table(
     sa.Column("signing_mode", sa.String(20)),
     sa.Column("secret", sa.Text()),
     _ts("created_at", nullable=False),
+    # Signing-mode options: {"events": {name: [actions]}} (github), {"task_id": ...} (slack).
+    sa.Column("options", json_type()),
     sa.Index("ix_routine_triggers_due", "enabled", "next_run_at"),
 )
 
@@ -494,4 +496,60 @@ scheduler_leases = sa.Table(
     sa.Column("name", sa.String(100), primary_key=True),
     sa.Column("holder", sa.String(200), nullable=False),
     _ts("expires_at", nullable=False),
+)
+
+notification_channels = sa.Table(
+    "notification_channels",
+    metadata,
+    _id(),
+    _ref("workspace_id", "workspaces.id"),
+    sa.Column("name", sa.String(100), nullable=False),
+    sa.Column("kind", sa.String(20), nullable=False),
+    sa.Column("url", sa.Text(), nullable=False),
+    sa.Column("secret", sa.Text()),
+    # Event names the channel receives; an empty list means every event.
+    sa.Column("events", json_type(), nullable=False),
+    sa.Column("enabled", sa.Boolean(), nullable=False, server_default=sa.true()),
+    _ts("created_at", nullable=False),
+    _ts("updated_at", nullable=False),
+    sa.UniqueConstraint("workspace_id", "name"),
+)
+
+# The outbox: one row per event and channel, written with the event's own transaction.
+notification_deliveries = sa.Table(
+    "notification_deliveries",
+    metadata,
+    # msg_<32 hex>: the stable id receivers dedupe on (the webhook-id header).
+    sa.Column("id", sa.String(40), primary_key=True),
+    _ref("workspace_id", "workspaces.id"),
+    _ref("channel_id", "notification_channels.id"),
+    sa.Column("event", sa.String(60), nullable=False),
+    sa.Column("payload", json_type(), nullable=False),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("attempts", sa.Integer(), nullable=False, server_default="0"),
+    _ts("next_attempt_at"),
+    # A sender's claim on the row while it posts (lease); another node takes it after.
+    _ts("claimed_until"),
+    sa.Column("claimed_by", sa.String(200)),
+    _ts("give_up_at", nullable=False),
+    sa.Column("last_error", sa.Text()),
+    sa.Column("last_status_code", sa.Integer()),
+    _ts("created_at", nullable=False),
+    _ts("delivered_at"),
+    sa.Index("ix_notification_deliveries_due", "status", "next_attempt_at"),
+    sa.Index("ix_notification_deliveries_channel_id", "channel_id"),
+)
+
+# Maintenance leadership (store/leader_lease.py): one row, taken and renewed by
+# compare-and-set; ``epoch`` grows on every take-over and fences a stale leader's writes.
+leader_lease = sa.Table(
+    "leader_lease",
+    metadata,
+    sa.Column("id", sa.Integer(), primary_key=True, autoincrement=False),
+    sa.Column("holder", sa.String(200), nullable=False),
+    sa.Column("epoch", sa.BigInteger(), nullable=False),
+    _ts("expires_at", nullable=False),
+    _ts("acquired_at", nullable=False),
+    _ts("renewed_at", nullable=False),
+    sa.CheckConstraint("id = 1", name="single_row"),
 )

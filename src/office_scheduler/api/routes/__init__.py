@@ -12,6 +12,7 @@ from office_scheduler.api.routes import (
     comments,
     health,
     inbox,
+    notifications,
     projects,
     queue,
     routines,
@@ -38,6 +39,7 @@ for _module in (
     approvals,
     inbox,
     channels,
+    notifications,
     tokens,
     runaway,
 ):

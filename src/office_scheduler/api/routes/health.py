@@ -2,9 +2,12 @@
 
 Besides ``status`` and ``database`` it tells which node answered and what that node does:
 ``node_id``, ``role`` (``api+scheduler``, or ``api`` for ``office serve --no-scheduler``),
-``maintenance_leader``, and in ``loops`` the state and lag (seconds since the last good
-pass) of each loop — ``runs``, ``cron``, ``maintenance`` and, on PostgreSQL,
-``wake_listener`` — next to the overall ``scheduler`` state and ``inflight_runs``.
+``maintenance_leader`` (whether this node acts as maintenance leader now), ``leader`` (the
+leader as this node last read the lease: ``node_id``, ``epoch``, ``expires_at`` ISO 8601
+UTC, ``this_node``; see :meth:`Service.leadership_status`, which metrics read too), and in
+``loops`` the state and lag (seconds since the last good pass) of each loop — ``runs``,
+``cron``, ``maintenance`` and, on PostgreSQL, ``leader`` and ``wake_listener`` — next to
+the overall ``scheduler`` state and ``inflight_runs``.
 """
 
 from __future__ import annotations
@@ -58,5 +61,6 @@ async def healthz(service: ServiceDep) -> JSONResponse:
         node_id=node["node_id"],
         role="api+scheduler" if node["scheduler"] else "api",
         maintenance_leader=node["maintenance_leader"],
+        leader=node["leader"],
     )
     return JSONResponse(body.model_dump(mode="json"), status_code=200 if healthy else 503)

@@ -1,7 +1,7 @@
 """Causation of wakes and runs, held wakes, runaway limits (DESIGN §15)
 
 Revision ID: 0010
-Revises: 0006
+Revises: 0011
 Create Date: 2026-12-03 19:30:00
 
 Every wakeup request and run records the run that caused it, its causation depth and
@@ -19,7 +19,7 @@ from alembic import op
 from office_scheduler.store import types
 
 revision = "0010"
-down_revision = "0006"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,1 @@
+"""Outbound notifications: channel rules, signing, messages and the delivery pass."""
