@@ -47,10 +47,10 @@ async def test_0006_refuses_to_downgrade_over_a_long_key_and_says_why(office: Of
     """Break-it: the downgrade failed with a raw StringDataRightTruncation."""
     await office.service.wake(office.worker.id, idempotency_key="k" * 500)
     database = office.store.db
-    migrate.downgrade(database, "0006")  # the later revisions step down without a fuss
     with pytest.raises(RuntimeError, match=r"cannot downgrade below 0006: 1 row\(s\) of"):
         migrate.downgrade(database, "0005")
-    assert migrate.current_revision(database) == "0006"
+    # The whole downgrade is one transaction on PostgreSQL: nothing was undone.
+    assert migrate.current_revision(database) == migrate.head_revision()
 
 
 #: Indexes on expressions: Alembic cannot compare them (SQLite does not even reflect them);
