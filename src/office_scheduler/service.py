@@ -36,6 +36,7 @@ from office_scheduler.events.activity import ActivitySubscribers
 from office_scheduler.events.bus import EventBus
 from office_scheduler.events.office import OfficeSubscribers
 from office_scheduler.executors.base import Executor
+from office_scheduler.intake.release import Releaser
 from office_scheduler.intake.rules import not_the_assignee
 from office_scheduler.intake.service import Intake, for_wake
 from office_scheduler.metrics import WAITING_STATUSES, Metrics
@@ -160,6 +161,7 @@ class Service:
             store=self.store, clock=self.clock, settings=settings, process=self._process
         )
         self.intake = Intake(self.store, self.clock, poke=self.runs.poke, publish=self.bus.publish)
+        self.releases = Releaser(self.store, self.intake, self.clock)
         self.office = OfficeService(self.store, self.clock, self.bus)
         self.agents = AgentControl(
             self.store, self.clock, publish=self.bus.publish, poke=self.runs.poke

@@ -315,6 +315,8 @@ async def test_fifth_failure_escalates_to_the_coordinator(office: Office) -> Non
     assert wake.payload == payload
     assert wake.idempotency_key == f"agent_error:{run.id}"
     assert wake.task_id is None
+    # The failed run caused it: a loop of failing work stays one causation chain.
+    assert (wake.caused_by_run_id, wake.causation_depth) == (run.id, run.causation_depth + 1)
     # Taskless, no hold: the coordinator ran it in the same drain.
     [coordinator_run] = _runs(office, office.coordinator.id)
     assert coordinator_run.status is RunStatus.FINISHED

@@ -32,6 +32,7 @@ from office_scheduler.domain.errors import (
     NotFoundError,
 )
 from office_scheduler.domain.models import Agent, Project, Run, Task, WakeupRequest, Workspace
+from office_scheduler.intake import causation
 from office_scheduler.service import Service
 from office_scheduler.store.activity import USER_ACTOR, agent_actor
 
@@ -116,6 +117,12 @@ async def authenticate(
             refused = changed_kept_fields(operation, sent, reference)
         if refused:
             raise ForbiddenError(field_denial(operation, refused[0]), field=refused[0])
+    # Wakes this request causes are its run's (depth + 1) or a person's (depth 0).
+    run_id = principal.token.run_id
+    if principal.is_admin or run_id is None:
+        causation.act_as_person()
+    else:
+        causation.act_as_run(run_id)
     return principal
 
 

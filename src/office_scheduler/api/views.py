@@ -278,6 +278,9 @@ class WakeupOut(View):
     status_reason: str | None
     run_id: int | None
     requested_at: Timestamp
+    caused_by_run_id: int | None = None
+    causation_depth: int = 0
+    human_rooted: bool = False
 
 
 class RunOut(View):
@@ -316,6 +319,10 @@ class RunOut(View):
     pid: int | None
     exit_code: int | None
     session_id: str | None
+    #: The run whose action caused this run (DESIGN §15); ``None`` at a chain's root.
+    caused_by_run_id: int | None = None
+    causation_depth: int = 0
+    human_rooted: bool = False
 
 
 class RunEventOut(View):

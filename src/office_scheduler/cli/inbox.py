@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from office_scheduler.cli.client import api, api_path, with_agent_names, workspace_id
+from office_scheduler.cli.runaway import inbox_release
 from office_scheduler.cli.state import RECORD_ID, details, emit, json_option, table
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
 from office_scheduler.domain.status import InboxKind, InboxStatus
@@ -61,3 +62,6 @@ def inbox_resolve(item_id: int) -> None:
 def inbox_dismiss(item_id: int) -> None:
     """Mark ITEM_ID dismissed (again is fine; a resolved item cannot be dismissed)."""
     _close("dismiss", item_id)
+
+
+inbox_group.add_command(inbox_release)

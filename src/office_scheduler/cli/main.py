@@ -82,6 +82,7 @@ COMMANDS = {
     "budget": "budgets:budget_group",
     "mcp": "mcp:mcp_command",
     "token": "tokens:token_group",
+    "limits": "runaway:limits_group",
 }
 
 #: The one-line help of each subcommand, for ``office --help`` without importing them

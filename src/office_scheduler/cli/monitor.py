@@ -104,6 +104,7 @@ class ProgressMonitor:
             IntakeOutcome.CREATED: f"created run {run.id if run else '-'}",
             IntakeOutcome.COALESCED: f"coalesced into run {run.id if run else '-'}",
             IntakeOutcome.DEDUPLICATED: "deduplicated (already received)",
+            IntakeOutcome.HELD: f"held ({request.status_reason})",
         }[event.outcome]
         title = await self.title(request.task_id)
         self._line(

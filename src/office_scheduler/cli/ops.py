@@ -10,6 +10,7 @@ import click
 
 from office_scheduler.cli.agents import resolve_agent
 from office_scheduler.cli.client import api, api_path, with_agent_names
+from office_scheduler.cli.runaway import wakeups_release
 from office_scheduler.cli.state import RECORD_ID, CliError, details, emit, json_option, state, table
 from office_scheduler.cli.tasks import WORKSPACE_OPTION
 from office_scheduler.domain.status import RunStatus, WakeSource, WakeupStatus
@@ -44,6 +45,7 @@ RUN_FIELDS = [
     "started_at",
     "finished_at",
     "exit_code",
+    "caused_by",
     "result",
 ]
 #: Requests ``office wakeups list`` shows without ``--limit`` (and without ``--run``).
@@ -54,6 +56,8 @@ WAKEUP_COLUMNS = [
     ("task", "task_id"),
     ("source", "source"),
     ("status", "status"),
+    ("reason", "status_reason"),
+    ("depth", "causation_depth"),
     ("run", "run_id"),
     ("requested", "requested_at"),
 ]
@@ -176,7 +180,7 @@ def runs_show(run_id: int, wakes_limit: int, wakes_cursor: str | None) -> None:
         )
 
     def render() -> None:
-        click.echo(details(run, RUN_FIELDS))
+        click.echo(details({**run, "caused_by": caused_by(run)}, RUN_FIELDS))
         wakes = run.get("wakes") or []
         click.echo(f"\nMerged wakes ({len(wakes)} shown of {run.get('coalesced_count')}):")
         click.echo(table(wakes, WAKEUP_COLUMNS))
@@ -188,6 +192,16 @@ def runs_show(run_id: int, wakes_limit: int, wakes_cursor: str | None) -> None:
             )
 
     emit(run, render)
+
+
+def caused_by(record: dict[str, Any]) -> str:
+    """``caused by run N, depth D`` (or who is at the root of the chain) for a run or wake."""
+    depth = record.get("causation_depth", 0)
+    cause = record.get("caused_by_run_id")
+    if cause is not None:
+        return f"caused by run {cause}, depth {depth}"
+    root = "a person" if record.get("human_rooted") else "the system (routine, webhook, ...)"
+    return f"{root}, depth {depth}"
 
 
 @runs_group.command("queue")
@@ -206,7 +220,7 @@ def runs_queue(task_id: str, agent: str | None) -> None:
 
 @click.group("wakeups")
 def wakeups_group() -> None:
-    """Inspect wakeup requests."""
+    """Inspect wakeup requests and release held ones."""
 
 
 @wakeups_group.command("list")
@@ -275,3 +289,6 @@ def workspace_list() -> None:
         spaces = client.collect("/workspaces", limit=1000)
     columns = [("id", "id"), ("name", "name"), ("description", "description")]
     emit(spaces, lambda: click.echo(table(spaces, columns)))
+
+
+wakeups_group.add_command(wakeups_release)

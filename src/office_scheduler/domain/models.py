@@ -223,6 +223,11 @@ class WakeRequest:
             (:func:`office_scheduler.domain.idempotency.fingerprint`): the key coming back
             with another fingerprint is refused
             (:class:`~office_scheduler.domain.errors.IdempotencyKeyReusedError`).
+        caused_by_run_id: the run whose action (a comment, a task update, a subtask, a
+            self-wake, an approval request) produced this wake; intake takes it from the
+            run token of the API call when the caller leaves it ``None`` (DESIGN §15).
+        by_person: whether a person's action produced it; ``None``: intake judges by the
+            caller (an admin token is a person) and else by the source.
     """
 
     workspace_id: str
@@ -234,6 +239,8 @@ class WakeRequest:
     idempotency_key: str | None = None
     hold: bool = True
     fingerprint: str | None = None
+    caused_by_run_id: int | None = None
+    by_person: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -380,6 +387,12 @@ class WakeupRequest:
     status_reason: str | None
     run_id: int | None
     requested_at: datetime
+    #: The run whose action produced this wake (DESIGN §15); ``None`` at a chain's root.
+    caused_by_run_id: int | None = None
+    #: 0 for a person, a routine's trigger or a webhook; the causing run's depth + 1.
+    causation_depth: int = 0
+    #: Whether a person's action is at the root of the chain.
+    human_rooted: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -429,6 +442,12 @@ class Run:
     #: Launches so far (0 before the first). Each launch is an attempt with its own run
     #: token; requeue, lease expiry, cancel and end make the attempt over (DESIGN §4).
     attempt: int = 0
+    #: The run whose action produced this run's first wake (or a shallower merged one).
+    caused_by_run_id: int | None = None
+    #: Causation depth of the wake that made it (a merged shallower wake lowers it).
+    causation_depth: int = 0
+    #: Whether a person's action is at the root of its chain.
+    human_rooted: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

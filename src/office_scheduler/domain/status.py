@@ -99,6 +99,21 @@ class WakeupStatus(StrEnum):
     CLAIMED = "claimed"
     SKIPPED = "skipped"
     CANCELLED = "cancelled"
+    #: Past a runaway limit (DESIGN §15): no run made; ``status_reason`` is the
+    #: :class:`HoldReason`. A person's release turns it ``released``.
+    HELD = "held"
+    #: A held request a person released: a new request carries it on.
+    RELEASED = "released"
+
+
+class HoldReason(StrEnum):
+    """Why a wake was held instead of making or joining a run (DESIGN §15)."""
+
+    DEPTH_LIMIT = "depth_limit"
+    SELF_WAKE_LIMIT = "self_wake_limit"
+    RUN_RATE_LIMIT = "run_rate_limit"
+    ROUTINE_DAILY_LIMIT = "routine_daily_limit"
+    NO_PROGRESS = "no_progress"
 
 
 class RunStatus(StrEnum):
@@ -242,6 +257,8 @@ class InboxKind(StrEnum):
     BUDGET_ALERT = "budget.alert"
     #: A budget was exceeded and its ``action_on_exceed`` was applied.
     BUDGET_EXCEEDED = "budget.exceeded"
+    #: Wakes of one agent held by one runaway limit (one open item per agent and limit).
+    WAKE_HELD = "wake.held"
 
 
 class InboxStatus(StrEnum):
@@ -281,3 +298,5 @@ class IntakeOutcome(StrEnum):
     CREATED = "created"
     COALESCED = "coalesced"
     DEDUPLICATED = "deduplicated"
+    #: Past a runaway limit: the request is ``held`` and no run was made or joined.
+    HELD = "held"

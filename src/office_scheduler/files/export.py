@@ -13,6 +13,7 @@ from office_scheduler.domain.errors import ConflictError
 from office_scheduler.domain.models import ExecutorConfig
 from office_scheduler.domain.routines import Routine, RoutineTrigger, RoutineVariable, TriggerKind
 from office_scheduler.files.budgets import budgets_data
+from office_scheduler.files.limits import limits_data
 from office_scheduler.files.notifications import notifications_data
 from office_scheduler.files.routines import trigger_order
 from office_scheduler.files.secret_refs import env_reference
@@ -126,6 +127,12 @@ def _routine_data(
     return data, header
 
 
+def _limits_entry(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"limits": ...}`` when runaway limits are set, else nothing."""
+    data = limits_data(values)
+    return {} if data is None else {"limits": data}
+
+
 def export_config(store: Store, workspace_id: str, directory: Path | str) -> Path:
     """Write the workspace's config to ``directory`` in the format :func:`load_config` reads.
 
@@ -158,6 +165,7 @@ def export_config(store: Store, workspace_id: str, directory: Path | str) -> Pat
         },
         "executors": {name: _executor_data(cfg) for name, cfg in settings.executors.items()},
         "budgets": budgets_data(store, workspace_id),
+        **_limits_entry(store.runaway.workspace_limits(workspace_id)),
     }
     channels = notifications_data(store, workspace_id)
     if channels:
@@ -183,6 +191,7 @@ def export_config(store: Store, workspace_id: str, directory: Path | str) -> Pat
             data["paused_reason"] = agent.paused_reason
         if agent.expected_run_cents is not None:
             data["expected_run_cents"] = agent.expected_run_cents
+        data |= _limits_entry(store.runaway.agent_limits(agent.id))
         _write(root / "agents" / f"{_slug(agent.name, taken)}.yml", data)
     taken.clear()
     for project in office.list_projects(workspace_id):

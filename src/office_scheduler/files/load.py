@@ -16,6 +16,7 @@ from office_scheduler.domain.status import AgentRole, AgentStatus
 from office_scheduler.executors.presets import PRESET_NAMES
 from office_scheduler.files.budgets import check_budget_names, load_budgets
 from office_scheduler.files.fields import Fields, read_yaml
+from office_scheduler.files.limits import read_limits
 from office_scheduler.files.model import (
     AgentSpec,
     EnvReference,
@@ -115,6 +116,7 @@ def _agent(path: Path, where: str) -> AgentSpec:
             if spec.get("expected_run_cents") is None
             else spec.integer("expected_run_cents", 0, minimum=0, maximum=MAX_EXPECTED_RUN_CENTS)
         ),
+        limits=read_limits(spec, for_agent=True),
     )
     spec.done()
     return agent
@@ -309,6 +311,7 @@ def load_config(directory: Path | str, *, allow_env: Iterable[str] = ()) -> Offi
     executors = errors.attempt(lambda: _executors(office, root, errors, allowed, refs)) or {}
     settings = errors.attempt(lambda: _settings(office, executors))
     budgets = errors.attempt(lambda: load_budgets(office.get("budgets")))
+    limits = errors.attempt(lambda: read_limits(office, for_agent=False))
     notifications = errors.attempt(lambda: load_notifications(office.get("notifications"), allowed))
     errors.attempt(office.done)
     agent_files = _entity_files(root, "agents")
@@ -360,5 +363,6 @@ def load_config(directory: Path | str, *, allow_env: Iterable[str] = ()) -> Offi
         budgets=budgets,
         root=str(root),
         env_references=tuple(refs),
+        limits=limits,
         notifications=notifications,
     )

@@ -43,6 +43,8 @@ class AgentSpec:
     permission_policy: dict[str, Any] | None = None
     paused_reason: str | None = None
     expected_run_cents: int | None = None
+    #: Overrides of the workspace's runaway limits (``None``: the file sets none).
+    limits: dict[str, int | None] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -148,6 +150,8 @@ class OfficeConfig:
     projects: tuple[ProjectSpec, ...] = ()
     routines: tuple[RoutineSpec, ...] = ()
     budgets: tuple[BudgetSpec, ...] = ()
+    #: The workspace's runaway limits (``None``: ``office.yml`` has no ``limits:``).
+    limits: dict[str, int | None] | None = None
     notifications: tuple[ChannelSpec, ...] = ()
     root: str | None = field(default=None, compare=False)
     env_references: tuple[EnvReference, ...] = field(default=(), compare=False)

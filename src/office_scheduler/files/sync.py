@@ -10,6 +10,11 @@ from office_scheduler.domain.errors import NotFoundError
 from office_scheduler.domain.models import Agent, Project, WorkspaceSettings
 from office_scheduler.domain.status import AgentStatus
 from office_scheduler.files.budgets import apply_budgets, plan_budgets
+from office_scheduler.files.limits import (
+    agent_limits_changed,
+    apply_limits,
+    workspace_limits_changed,
+)
 from office_scheduler.files.model import (
     Action,
     AgentSpec,
@@ -139,6 +144,8 @@ def plan_import(store: Store, config: OfficeConfig, *, reset_status: bool = Fals
     else:
         fields = ["description"] if workspace.description != config.description else []
         fields += _settings_diff(workspace.settings, config.settings)
+        if workspace_limits_changed(store, workspace.id, config.limits):
+            fields.append("limits")
         changes.append(_change("workspace", config.name, fields))
     names = (
         {}
@@ -150,6 +157,12 @@ def plan_import(store: Store, config: OfficeConfig, *, reset_status: bool = Fals
             None if workspace is None else office.find_agent_by_name(workspace.id, agent_spec.name)
         )
         diff = None if agent is None else _agent_diff(agent, agent_spec, names)
+        if (
+            agent is not None
+            and diff is not None
+            and agent_limits_changed(store, agent.id, agent_spec)
+        ):
+            diff.append("limits")
         note = ""
         if agent is not None and diff is not None and not reset_status:
             diff, note = _status_kept(agent, diff)
@@ -238,7 +251,7 @@ def run_import(store: Store, plan: ImportPlan, now: datetime) -> ImportResult:
             raise NotFoundError(f"workspace {config.name!r} not found", field="workspace")
         workspace_id = plan.workspace_id
         if head.action is Action.UPDATE:
-            settings_changed = any(name != "description" for name in head.fields)
+            settings_changed = any(name not in ("description", "limits") for name in head.fields)
             office.update_workspace(
                 workspace_id,
                 now=now,
@@ -276,7 +289,7 @@ def run_import(store: Store, plan: ImportPlan, now: datetime) -> ImportResult:
             changes = {
                 _STORE_KEYS.get(k, k): values[_STORE_KEYS.get(k, k)]
                 for k in change.fields
-                if k != "reports_to"
+                if k not in ("reports_to", "limits")
             }
             if "status" in changes:
                 changes["imported_status"] = agent_spec.status
@@ -308,5 +321,6 @@ def run_import(store: Store, plan: ImportPlan, now: datetime) -> ImportResult:
     routine_changes = [change for change in plan.changes if change.kind == "routine"]
     webhooks = apply_routines(store, workspace_id, config.routines, routine_changes, now)
     apply_budgets(store, workspace_id, config.budgets, now)
+    apply_limits(store, workspace_id, config.limits, config.agents, plan.changes, now)
     apply_notifications(store, workspace_id, config.notifications, now)
     return ImportResult(workspace_id=workspace_id, new_webhooks=tuple(webhooks))

@@ -23,7 +23,9 @@ from office_scheduler.domain.errors import (
 from office_scheduler.domain.events import Event, WakeupReceived
 from office_scheduler.domain.models import WakeRequest
 from office_scheduler.domain.status import IntakeOutcome
+from office_scheduler.intake import causation
 from office_scheduler.intake.group import BUSY, GroupCommit, Outcome
+from office_scheduler.intake.limits import RunawayLimiter
 from office_scheduler.intake.rules import EXPLICIT_SOURCES, decide_merge, not_the_assignee
 from office_scheduler.store.engine import is_deadlock
 from office_scheduler.store.facade import Store
@@ -122,6 +124,7 @@ class Intake:
         self._poke = poke
         self._publish = publish
         self._closed = False
+        self._limits = RunawayLimiter(store)
         self._group: GroupCommit[WakeRequest, IntakeResult] = GroupCommit(
             self.persist_group,
             key=lambda request: request.agent_id,
@@ -155,6 +158,7 @@ class Intake:
         """
         if self._closed:
             raise BusyError("the office service is shutting down: nothing was written")
+        request = causation.stamp(request)
         result = await self._group.submit(request)
         await self.announce(request, result)
         return result
@@ -273,7 +277,7 @@ class Intake:
         """
         validate_request(request)
         windows = {} if window is None else {request.workspace_id: window}
-        return self._persist_valid(request, windows)
+        return self._persist_valid(causation.stamp(request), windows)
 
     def _persist_valid(
         self,
@@ -288,14 +292,20 @@ class Intake:
         # is the agent's row when the enclosing transaction already locked it.
         with self._store.db.transaction():
             hold = self._hold(request, {} if windows is None else windows)
-            return self._store.queue.enqueue(
+            now = self._clock.now()
+            verdict = self._limits.judge(request, now=now)  # runaway limits (DESIGN §15)
+            result = self._store.queue.enqueue(
                 request,
-                now=self._clock.now(),
+                now=now,
                 hold=hold,
                 decide=decide_merge,
                 locked=locked,
                 shared=shared,
+                causation=verdict.causation,
+                held=verdict.reason,
             )
+            self._limits.after(request, verdict, result, now=now)
+            return result
 
     def _hold(self, request: WakeRequest, windows: dict[str, timedelta]) -> timedelta:
         if not request.hold:
@@ -323,6 +333,7 @@ class Intake:
                 anything is written); nothing of the batch is written.
             BusyError: PostgreSQL broke a deadlock three times; nothing was written.
         """
+        requests = [causation.stamp(request) for request in requests]
         await asyncio.to_thread(self.check_batch, requests)
         results = await self._persist_many_retrying_deadlocks(requests)
         for request, result in zip(requests, results, strict=True):
@@ -447,7 +458,7 @@ class Intake:
             run_id=result.run.id if result.run else None,
             idempotency_key=request.idempotency_key,
         )
-        if result.outcome is not IntakeOutcome.DEDUPLICATED:
+        if result.outcome not in (IntakeOutcome.DEDUPLICATED, IntakeOutcome.HELD):
             self._poke(result.due)
         await self._publish(
             WakeupReceived(request=result.request, run=result.run, outcome=result.outcome)

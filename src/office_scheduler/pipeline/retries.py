@@ -199,6 +199,9 @@ async def escalate(ctx: RunContext, run: Run, error: str, failures: int) -> None
                     payload=payload,
                     idempotency_key=f"agent_error:{run.id}",
                     hold=False,
+                    # The failed run is the cause: a coordinator re-creating work that
+                    # keeps failing is a chain the runaway limits see (DESIGN §15).
+                    caused_by_run_id=run.id,
                 )
             )
             woken = coordinator.id

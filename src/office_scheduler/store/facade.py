@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from office_scheduler.store.approvals import ApprovalStore
 from office_scheduler.store.budgets import BudgetStore
 from office_scheduler.store.engine import Database, open_database
+from office_scheduler.store.held import HeldWakeNotes
 from office_scheduler.store.listing import ListingStore
 from office_scheduler.store.notifications import NotificationStore
 from office_scheduler.store.office import OfficeStore
 from office_scheduler.store.queue import QueueStore
 from office_scheduler.store.routines import RoutineStore
+from office_scheduler.store.runaway import RunawayStore
 from office_scheduler.store.runlog import RunLogStore
 from office_scheduler.store.summaries import SummaryStore
 from office_scheduler.store.tokens import TokenStore
@@ -34,6 +36,8 @@ class Store:
     summaries: SummaryStore
     approvals: ApprovalStore
     budgets: BudgetStore
+    runaway: RunawayStore
+    held_notes: HeldWakeNotes
     notifications: NotificationStore
 
     @classmethod
@@ -50,6 +54,8 @@ class Store:
             summaries=SummaryStore(db),
             approvals=ApprovalStore(db),
             budgets=BudgetStore(db),
+            runaway=RunawayStore(db),
+            held_notes=HeldWakeNotes(db),
             notifications=NotificationStore(db),
         )
 

@@ -18,9 +18,11 @@ from sqlalchemy.engine import Connection
 from office_scheduler.domain.errors import IdempotencyKeyReusedError, NotFoundError
 from office_scheduler.domain.idempotency import conflicts
 from office_scheduler.domain.models import Run, WakeRequest, WakeupRequest
+from office_scheduler.domain.runaway import Causation
 from office_scheduler.domain.status import (
     CLAIMABLE_AGENT_STATUSES,
     Classification,
+    HoldReason,
     IntakeOutcome,
     MergeDecision,
     RunStatus,
@@ -127,7 +129,7 @@ _MERGE_RUN = (
 )
 
 
-def _request_columns(request: WakeRequest) -> dict[str, Any]:
+def _request_columns(request: WakeRequest, causation: Causation) -> dict[str, Any]:
     """The columns a wakeup request and the run it creates both copy from the wake."""
     return {
         "workspace_id": request.workspace_id,
@@ -136,6 +138,7 @@ def _request_columns(request: WakeRequest) -> dict[str, Any]:
         "source": request.source.value,
         "classification": request.classification.value,
         "idempotency_key": request.idempotency_key,
+        **causation.columns(),
     }
 
 
@@ -284,6 +287,8 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries, RunWakesQuer
         decide: MergePolicy,
         locked: Mapping[Any, Any] | None = None,
         shared: SharedWrites | None = None,
+        causation: Causation | None = None,
+        held: HoldReason | None = None,
     ) -> IntakeResult:
         """Persist ``request`` and create or join a run, in one transaction (DESIGN §5).
 
@@ -300,12 +305,17 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries, RunWakesQuer
                 to write once for all the wakes of its transaction
                 (:meth:`SharedWrites.flush` before it commits); it also keeps the run
                 each wake wrote, so the next wake of the same scope need not read it.
+            causation: what caused the wake (DESIGN §15), stored with the request and the
+                run it creates; a merged wake with a shorter chain shortens the run's.
+            held: a runaway limit holds the wake: the request is written ``held`` with
+                this reason and makes or joins no run (outcome ``held``).
 
         Raises:
             NotFoundError: the agent does not exist, or not in ``request.workspace_id``.
             IdempotencyKeyReusedError: the key exists with another request's fingerprint;
                 nothing of this wake was written.
         """
+        cause = causation or Causation()
         # Alone, the shared writes are this wake's own, written before it returns.
         writes = SharedWrites() if shared is None else shared
         with self._db.write() as conn:
@@ -318,10 +328,11 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries, RunWakesQuer
                     field="agent_id",
                 )
             values = {
-                **_request_columns(request),
+                **_request_columns(request, cause),
                 "payload": request.payload,
                 "request_fingerprint": request.fingerprint,
-                "status": WakeupStatus.QUEUED.value,
+                "status": WakeupStatus.QUEUED.value if held is None else WakeupStatus.HELD.value,
+                "status_reason": None if held is None else held.value,
                 "requested_at": now,
             }
             inserted = conn.execute(_INSERT_WAKEUP(conn), values).mappings().first()
@@ -329,6 +340,8 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries, RunWakesQuer
                 writes.write_outcomes(conn)  # the original may be one of this group's wakes
                 return self._duplicate(conn, request)
             stored = wakeup_from_row(inserted)
+            if held is not None:
+                return IntakeResult(request=stored, run=None, outcome=IntakeOutcome.HELD)
             merged: Run | None = None
             in_flight: Run | None = None
             # The agent lock keeps other intakes out, but a pipeline may still move the
@@ -344,12 +357,12 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries, RunWakesQuer
                 decision = decide(request, in_flight)
                 if decision is MergeDecision.CREATE or in_flight is None:
                     break
-                merged = self._merge(conn, in_flight, request, decision, now=now)
+                merged = self._merge(conn, in_flight, request, decision, now=now, cause=cause)
                 if merged is not None:
                     writes.activities.append(_coalesce_activity(request, stored.id, in_flight, now))
                     break
             if merged is None:
-                run = self._create_run(conn, request, now=now, hold=hold)
+                run = self._create_run(conn, request, now=now, hold=hold, cause=cause)
                 status, outcome = WakeupStatus.CLAIMED, IntakeOutcome.CREATED
             else:
                 run = merged
@@ -400,9 +413,10 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries, RunWakesQuer
         *,
         now: datetime,
         hold: timedelta,
+        cause: Causation,
     ) -> Run:
         values = {
-            **_request_columns(request),
+            **_request_columns(request, cause),
             "status": RunStatus.QUEUED.value,
             "context_version": 1,
             "coalesced_count": 1,
@@ -419,6 +433,7 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries, RunWakesQuer
         decision: MergeDecision,
         *,
         now: datetime,
+        cause: Causation,
     ) -> Run | None:
         """Count ``request`` into ``run`` if it is still in the status it was read in.
 
@@ -436,6 +451,8 @@ class QueueStore(RunTransitions, RetryTransitions, RecoveryQueries, RunWakesQuer
             changes["source"] = request.source.value
         if not request.hold and run.status is RunStatus.QUEUED and run.not_before > now:
             changes["not_before"] = now
+        if (cause.depth, not cause.human_rooted) < (run.causation_depth, not run.human_rooted):
+            changes.update(cause.columns())  # a shorter chain (a person's wake) resets the run's
         params = {"run_id": run.id, "read_status": run.status.value, **changes}
         row = conn.execute(_MERGE_RUN, params).mappings().first()
         return None if row is None else run_from_row(row)

@@ -192,6 +192,9 @@ def wakeup_from_row(row: Row) -> WakeupRequest:
         status_reason=row["status_reason"],
         run_id=row["run_id"],
         requested_at=row["requested_at"],
+        caused_by_run_id=row.get("caused_by_run_id"),
+        causation_depth=row.get("causation_depth") or 0,
+        human_rooted=bool(row.get("human_rooted")),
     )
 
 
@@ -227,6 +230,9 @@ def run_from_row(row: Row) -> Run:
         session_id=row["session_id"],
         prompt_kind=row.get("prompt_kind"),
         attempt=row.get("attempt", 0),
+        caused_by_run_id=row.get("caused_by_run_id"),
+        causation_depth=row.get("causation_depth") or 0,
+        human_rooted=bool(row.get("human_rooted")),
     )
 
 

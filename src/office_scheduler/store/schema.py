@@ -56,6 +56,8 @@ workspace_settings = sa.Table(
     sa.Column("prompt_max_wake_bytes", sa.Integer(), nullable=False, server_default="12000"),
     sa.Column("default_executor", sa.String(200)),
     sa.Column("executors", json_type(), nullable=False),
+    # Runaway limits set for the workspace ({"max_causation_depth": 12, ...}); NULL: defaults.
+    sa.Column("runaway_limits", json_type()),
     _ts("updated_at", nullable=False),
 )
 
@@ -108,6 +110,8 @@ agents = sa.Table(
     # Expected cost of one run in cents, for the budget pre-launch check (NULL: the median
     # of the agent's recent priced runs).
     sa.Column("expected_run_cents", sa.Integer()),
+    # The agent's overrides of its workspace's runaway limits (NULL: none).
+    sa.Column("runaway_limits", json_type()),
     _ts("last_wakeup_finished_at"),
     # last_wakeup_finished_at + cooldown_s, kept so the claim filters agents in SQL.
     _ts("cooldown_until"),
@@ -201,6 +205,15 @@ approvals = sa.Table(
     sa.Index("ix_approvals_task_id", "task_id"),
 )
 
+#: What caused a wake or a run (DESIGN §15): ``(name, type args, keyword args)``.
+CAUSATION_COLUMNS: tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...] = (
+    ("caused_by_run_id", (sa.BigInteger(),), {}),
+    ("causation_depth", (sa.Integer(),), {"nullable": False, "server_default": "0"}),
+    ("human_rooted", (sa.Boolean(),), {"nullable": False, "server_default": sa.false()}),
+)
+#: ``status = 'held'`` as a literal, for the partial index (see LIVE_RUNS_PREDICATE).
+HELD_PREDICATE = sa.text("status = 'held'")
+
 wakeup_requests = sa.Table(
     "wakeup_requests",
     metadata,
@@ -219,9 +232,20 @@ wakeup_requests = sa.Table(
     sa.Column("status_reason", sa.String(200)),
     sa.Column("run_id", sa.BigInteger()),
     _ts("requested_at", nullable=False),
+    *[sa.Column(name, *args, **kwargs) for name, args, kwargs in CAUSATION_COLUMNS],
     sa.Index("ix_wakeup_requests_agent_requested", "agent_id", "requested_at"),
     # A run's merged wakes, newest first (its bounded view and the paged listing).
     sa.Index("ix_wakeup_requests_run_id_id", "run_id", "id"),
+    # The self-wakes-per-hour limit counts one agent's wakes of one source.
+    sa.Index("ix_wakeup_requests_agent_source_requested", "agent_id", "source", "requested_at"),
+    # Held wakes only (few rows): the overview's counts and a release's lookup.
+    sa.Index(
+        "ix_wakeup_requests_held",
+        "workspace_id",
+        "agent_id",
+        sqlite_where=HELD_PREDICATE,
+        postgresql_where=HELD_PREDICATE,
+    ),
 )
 
 #: ``status IN ('claimed', 'running')`` with literal values: SQLite uses a partial index
@@ -262,7 +286,10 @@ runs = sa.Table(
     sa.Column("session_id", sa.String(40)),
     # ``full`` (whole wake prompt) or ``delta`` (resume delta for a resumed session).
     sa.Column("prompt_kind", sa.String(20)),
+    *[sa.Column(name, *args, **kwargs) for name, args, kwargs in CAUSATION_COLUMNS],
     sa.Index("ix_runs_status_not_before", "status", "not_before", "id"),
+    # The runs-per-hour limit of one agent.
+    sa.Index("ix_runs_agent_requested", "agent_id", "requested_at"),
     sa.Index("ix_runs_agent_status", "agent_id", "status", "not_before", "id"),
     sa.Index("ix_runs_task_status", "task_id", "status"),
     sa.Index("ix_runs_workspace_requested", "workspace_id", "requested_at"),
@@ -367,6 +394,8 @@ routine_runs = sa.Table(
     sa.Index("ix_routine_runs_linked_task_id", "linked_task_id"),
     sa.Index("ix_routine_runs_linked_run_id", "linked_run_id"),
     sa.Index("ix_routine_runs_status_created_at", "status", "created_at"),
+    # The routine-runs-per-day limit of one routine.
+    sa.Index("ix_routine_runs_routine_created", "routine_id", "created_at"),
     sa.UniqueConstraint("trigger_id", "delivery_signature"),
 )
 

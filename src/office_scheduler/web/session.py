@@ -25,6 +25,7 @@ from starlette.responses import Response
 
 from office_scheduler.auth import SESSION_TTL, Principal
 from office_scheduler.domain.errors import AuthError, ForbiddenError
+from office_scheduler.intake import causation
 from office_scheduler.service import Service
 
 #: Name of the session cookie.
@@ -75,9 +76,11 @@ async def require_session(request: Request) -> Principal:
     if not session_id:
         raise LoginRequired
     try:
-        return await session_admin(session_id, service_of(request))
+        principal = await session_admin(session_id, service_of(request))
     except AuthError:
         raise LoginRequired from None
+    causation.act_as_person()  # what the dashboard does is a person's action (depth 0)
+    return principal
 
 
 SessionDep = Annotated[Principal, Depends(require_session)]

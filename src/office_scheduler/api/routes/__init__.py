@@ -17,6 +17,7 @@ from office_scheduler.api.routes import (
     projects,
     queue,
     routines,
+    runaway,
     tasks,
     tokens,
     webhooks,
@@ -42,6 +43,7 @@ for _module in (
     notifications,
     tokens,
     ids,
+    runaway,
 ):
     api_router.include_router(_module.router, prefix="/api/v1")
 #: Public, outside ``/api/v1``: the webhook trigger's signing mode authenticates the caller.

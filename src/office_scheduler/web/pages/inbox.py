@@ -87,6 +87,15 @@ async def dismiss(request: Request, item_id: int, _: SessionDep) -> Response:
     return back("/inbox", notice=f"Inbox item {item_id} dismissed")
 
 
+@router.post("/inbox/{item_id}/release", dependencies=[SameOriginDep])
+async def release(request: Request, item_id: int, _: SessionDep) -> Response:
+    """Release the wakes a ``wake.held`` item reports (each once) and resolve it."""
+    service = service_of(request)
+    _item, done = await service.releases.release_item(_item_id(item_id))
+    count = sum(1 for item in done if item.result is not None)
+    return back("/inbox", notice=f"Inbox item {item_id}: {count} held wake(s) released")
+
+
 @router.post("/approvals/{approval_id}/approve", dependencies=[SameOriginDep])
 async def approve(
     request: Request,

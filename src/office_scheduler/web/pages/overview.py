@@ -35,7 +35,7 @@ async def overview(request: Request, _: SessionDep) -> Response:
     now = service.clock.now()
     today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     ids = [agent.id for agent in scope.agents]
-    loads, days, activity = await asyncio.gather(
+    loads, days, activity, held = await asyncio.gather(
         asyncio.to_thread(store.agent_loads, scope.workspace.id, ids, spent_since=month_start(now)),
         asyncio.to_thread(
             store.runs_per_day,
@@ -46,6 +46,7 @@ async def overview(request: Request, _: SessionDep) -> Response:
         asyncio.to_thread(
             service.store.runlog.list_activity, scope.workspace.id, limit=RECENT_ACTIVITY
         ),
+        asyncio.to_thread(service.store.runaway.held_counts, scope.workspace.id),
     )
     health = await failing_agents(service, scope.agents)
     return show(
@@ -59,4 +60,5 @@ async def overview(request: Request, _: SessionDep) -> Response:
         chart=runs_chart(days),
         days=days,
         activity=activity.items,
+        held=held,
     )

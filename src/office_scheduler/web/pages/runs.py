@@ -168,3 +168,17 @@ async def wakeups_page(
         filters={"agent": agent or "", "status": status or "", "run": run or ""},
         statuses=[s.value for s in WakeupStatus],
     )
+
+
+@router.post("/wakeups/{wakeup_id}/release", dependencies=[SameOriginDep])
+async def release(request: Request, wakeup_id: int, _: SessionDep) -> Response:
+    """Release one held wake (enqueued once, as a person's wake)."""
+    service = service_of(request)
+    if not 1 <= wakeup_id <= MAX_ID:
+        raise NotFoundError(f"wakeup {wakeup_id} not found", field="wakeup_id")
+    [done] = await service.releases.release([wakeup_id])
+    if done.result is None:
+        notice = f"Wakeup {wakeup_id} was not held ({done.wakeup.status.value}): nothing to do"
+    else:
+        notice = f"Wakeup {wakeup_id} released ({done.result.outcome.value})"
+    return back("/wakeups?status=held", notice=notice)
