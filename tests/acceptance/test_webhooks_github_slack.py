@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx2
 import pytest
@@ -158,6 +159,38 @@ def test_github_signatures_filters_and_ping(api: Api, office: Office) -> None:
     assert ping.status_code == 200, ping.text
     assert ping.json() == {"pong": True}
     assert office.routine_runs(routine["id"]) == []
+
+
+def test_a_form_encoded_github_delivery_fires_like_a_json_one(api: Api, office: Office) -> None:
+    # GitHub's hook form defaults to application/x-www-form-urlencoded: payload=<json>.
+    routine = office.routine()
+    trigger = office.trigger(routine["id"], kind="webhook", signing_mode="github")
+    url, secret = trigger["url_path"], trigger["secret"]
+    form = urlencode({"payload": ISSUE_OPENED.decode()}).encode()
+    digest = hmac.new(secret.encode(), form, hashlib.sha256).hexdigest()
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-GitHub-Event": "issues",
+        "X-GitHub-Delivery": "0f2b6a1e-cc78-11e3-81ab-4c9367dc0958",
+        "X-Hub-Signature-256": f"sha256={digest}",
+    }
+    fired = api.client.post(url, content=form, headers=headers)
+    assert fired.status_code == 202, fired.text
+    run = fired.json()["routine_run"]
+    task = api.ok("GET", f"/api/v1/tasks/{run['linked_task_id']}")
+    assert (
+        task["title"]
+        == f"GH #{json.loads(ISSUE_OPENED)['issue']['number']}: "
+        + json.loads(ISSUE_OPENED)["issue"]["title"]
+    )
+
+    for body in (b"payload=%ff", b"other=1", b"payload=%5B1%5D"):
+        digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+        headers |= {"X-Hub-Signature-256": f"sha256={digest}", "X-GitHub-Delivery": body.hex()}
+        refused = api.client.post(url, content=body, headers=headers)
+        assert refused.status_code == 422, (body, refused.text)
+        assert error_of(refused)["field"] == "body"
+    assert len(office.routine_runs(routine["id"])) == 1
 
 
 def test_github_trigger_fields_are_checked(api: Api, office: Office) -> None:

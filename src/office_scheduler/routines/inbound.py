@@ -158,7 +158,7 @@ class InboundWebhooks:
             raise InvalidInputError("missing X-GitHub-Event header", field="X-GitHub-Event")
         if event == "ping":
             return WebhookOutcome(pong=True)
-        data = webhooks.parse_json_object(body)
+        data = webhooks.parse_github_payload(headers, body)
         action = data.get("action")
         if not webhooks.github_event_accepted(trigger.events, event, action):
             what = f"{event}.{action}" if isinstance(action, str) else event
