@@ -20,6 +20,7 @@ from office_scheduler.domain.notifications import DeliveryStatus
 from office_scheduler.domain.status import TaskState
 from office_scheduler.notifications import service as notification_service
 from office_scheduler.notifications.service import NotificationService
+from office_scheduler.scheduler.notifications import SAFETY_TICK, NotificationLoop
 from office_scheduler.store.engine import open_database
 from office_scheduler.store.facade import Store
 
@@ -368,3 +369,31 @@ async def test_a_receiver_that_never_finishes_answering_does_not_hold_the_pass(
     assert delivery.attempts == 1
     assert delivery.last_error is not None
     assert "no complete answer" in delivery.last_error
+
+
+async def test_a_delivery_left_claimed_by_a_killed_sender_does_not_make_the_loop_spin(
+    office: Office,
+) -> None:
+    await add_webhook(office, Receiver())
+    await request_approval(office)
+    now = office.clock.now()
+    # kill -9 in the middle of a POST: the claim stays until its lease runs out.
+    [_] = office.store.notifications.claim_due(
+        node="killed", now=now, lease=notification_service.CLAIM_LEASE, limit=20
+    )
+    assert office.store.notifications.next_due_at() == now + notification_service.CLAIM_LEASE
+
+    receiver = Receiver()
+    svc = sender(office, receiver)
+    loop = NotificationLoop(
+        deliver_due=svc.deliver_due, next_due_at=svc.next_due_at, clock=office.clock
+    )
+    assert await loop.run_pass() == SAFETY_TICK.total_seconds()
+    assert receiver.requests == []
+
+    office.clock.advance(notification_service.CLAIM_LEASE)
+    assert await loop.run_pass() == SAFETY_TICK.total_seconds()
+    [request] = receiver.requests
+    [delivery] = office.store.notifications.list_deliveries(office.workspace.id)
+    assert request.headers["webhook-id"] == delivery.id
+    assert delivery.status is DeliveryStatus.DELIVERED
