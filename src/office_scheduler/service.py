@@ -133,7 +133,11 @@ class Service:
         self.bus = EventBus()
         self.tokens = TokenService(self.store)
         self.runs = RunsLoop(
-            store=self.store, clock=self.clock, settings=settings, process=self._process
+            store=self.store,
+            clock=self.clock,
+            settings=settings,
+            process=self._process,
+            shared=self.leadership.uses_lease,
         )
         self.intake = Intake(self.store, self.clock, poke=self.runs.poke, publish=self.bus.publish)
         self.office = OfficeService(self.store, self.clock, self.bus)
