@@ -158,7 +158,11 @@ class Service:
         self.metrics.set_sampler(self._metric_values)
         self.tokens = TokenService(self.store)
         self.runs = RunsLoop(
-            store=self.store, clock=self.clock, settings=settings, process=self._process
+            store=self.store,
+            clock=self.clock,
+            settings=settings,
+            process=self._process,
+            shared=self.leadership.uses_lease,
         )
         self.intake = Intake(self.store, self.clock, poke=self.runs.poke, publish=self.bus.publish)
         self.releases = Releaser(self.store, self.intake, self.clock)

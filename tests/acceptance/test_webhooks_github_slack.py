@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -10,11 +11,14 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx2
 import pytest
 
 from api_harness import Api, error_of, open_api
+from office_scheduler.domain.models import Comment
+from office_scheduler.routines.inbound import InboundWebhooks, WebhookOutcome
 from office_scheduler.store.engine import Database
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "github"
@@ -160,6 +164,38 @@ def test_github_signatures_filters_and_ping(api: Api, office: Office) -> None:
     assert office.routine_runs(routine["id"]) == []
 
 
+def test_a_form_encoded_github_delivery_fires_like_a_json_one(api: Api, office: Office) -> None:
+    # GitHub's hook form defaults to application/x-www-form-urlencoded: payload=<json>.
+    routine = office.routine()
+    trigger = office.trigger(routine["id"], kind="webhook", signing_mode="github")
+    url, secret = trigger["url_path"], trigger["secret"]
+    form = urlencode({"payload": ISSUE_OPENED.decode()}).encode()
+    digest = hmac.new(secret.encode(), form, hashlib.sha256).hexdigest()
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-GitHub-Event": "issues",
+        "X-GitHub-Delivery": "0f2b6a1e-cc78-11e3-81ab-4c9367dc0958",
+        "X-Hub-Signature-256": f"sha256={digest}",
+    }
+    fired = api.client.post(url, content=form, headers=headers)
+    assert fired.status_code == 202, fired.text
+    run = fired.json()["routine_run"]
+    task = api.ok("GET", f"/api/v1/tasks/{run['linked_task_id']}")
+    assert (
+        task["title"]
+        == f"GH #{json.loads(ISSUE_OPENED)['issue']['number']}: "
+        + json.loads(ISSUE_OPENED)["issue"]["title"]
+    )
+
+    for body in (b"payload=%ff", b"other=1", b"payload=%5B1%5D"):
+        digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+        headers |= {"X-Hub-Signature-256": f"sha256={digest}", "X-GitHub-Delivery": body.hex()}
+        refused = api.client.post(url, content=body, headers=headers)
+        assert refused.status_code == 422, (body, refused.text)
+        assert error_of(refused)["field"] == "body"
+    assert len(office.routine_runs(routine["id"])) == 1
+
+
 def test_github_trigger_fields_are_checked(api: Api, office: Office) -> None:
     routine_id = office.routine()["id"]
     path = f"/api/v1/routines/{routine_id}/triggers"
@@ -236,3 +272,66 @@ def test_slack_messages_become_comments_on_the_channel_task(api: Api, office: Of
     assert stale.status_code == 401
     assert error_of(stale)["field"] == "X-Slack-Request-Timestamp"
     assert len(api.ok("GET", f"/api/v1/tasks/{channel_task}/comments")["items"]) == 1
+
+
+def test_a_slack_retry_during_a_slow_first_delivery_posts_one_comment(
+    api: Api, office: Office
+) -> None:
+    # Slack retries (X-Slack-Retry-Num) a request it got no answer to within 3 s: the retry
+    # can arrive while the first request is still posting its comment.
+    channel_task = api.task(office.ws, title="#support", assignee_agent_id=office.agent)["id"]
+    routine = office.routine(name="Slack support", task_template=None)
+    trigger = office.trigger(
+        routine["id"],
+        kind="webhook",
+        signing_mode="slack",
+        secret=SLACK_SECRET,
+        task_id=channel_task,
+    )
+    public_id = trigger["url_path"].rstrip("/").split("/")[-2]
+    service = api.service
+    calls: list[int] = []
+    posting = asyncio.Event()
+    go_on = asyncio.Event()
+
+    async def slow_comment(*args: Any, **kwargs: Any) -> Comment:
+        calls.append(1)
+        posting.set()
+        await go_on.wait()
+        return await service.office.add_comment(*args, **kwargs)
+
+    inbound = InboundWebhooks(
+        service.store, service.clock, routines=service.routines, post_comment=slow_comment
+    )
+    body = _message("The login page is down")
+    stamp = str(int(api.clock.now().timestamp()))
+    signature = hmac.new(SLACK_SECRET.encode(), f"v0:{stamp}:".encode() + body, hashlib.sha256)
+    headers = {
+        "x-slack-request-timestamp": stamp,
+        "x-slack-signature": "v0=" + signature.hexdigest(),
+    }
+
+    async def first_and_retry() -> list[WebhookOutcome]:
+        first = asyncio.create_task(inbound.receive(public_id, headers, body))
+        await posting.wait()
+        retry = asyncio.create_task(
+            inbound.receive(public_id, headers | {"x-slack-retry-num": "1"}, body)
+        )
+
+        async def retry_waits() -> None:
+            # The retry is either posting a second comment or queued behind the first.
+            while len(calls) < 2 and not any(
+                users == 2 for _, users in getattr(inbound, "_slack_keys", {}).values()
+            ):
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(retry_waits(), timeout=60)
+        go_on.set()
+        return list(await asyncio.gather(first, retry))
+
+    first, retry = api.call(first_and_retry)
+    assert first.created
+    assert first.comment_id is not None
+    assert not retry.created
+    comments = api.ok("GET", f"/api/v1/tasks/{channel_task}/comments")["items"]
+    assert [c["id"] for c in comments] == [first.comment_id]

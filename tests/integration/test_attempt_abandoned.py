@@ -48,7 +48,9 @@ def _node(office: Office, tmp_path: Path, executor: GatedExecutor) -> Service:
     """A second scheduler node on the same database and clock (its loops not started)."""
     settings = Settings(home=tmp_path / "node", node_id="frozen-node", lease=LEASE)
     executors = {"command": executor}
-    return Service(settings, clock=office.clock, executors=executors, store=office.store)
+    node = Service(settings, clock=office.clock, executors=executors, store=office.store)
+    node.runs.shared = True  # a second node: it may lose its runs to the other one
+    return node
 
 
 async def _idle(service: Service) -> None:
@@ -88,6 +90,35 @@ async def test_a_renewal_that_finds_its_lease_expired_abandons_the_attempt(
     assert run.status is RunStatus.FINISHED
     kinds = [e.kind for e in office.store.runlog.list_run_events(run_id)]
     assert kinds.count("run_finished") == 1
+
+
+async def test_a_lone_sqlite_process_that_slept_past_its_leases_keeps_its_sessions(
+    office: Office, tmp_path: Path
+) -> None:
+    """Only a shared database lets another process requeue a run: alone, renew and go on."""
+    executor = GatedExecutor()
+    node = _node(office, tmp_path, executor)
+    node.runs.shared = False  # as a lone SQLite scheduler is
+    woken = await office.service.wake(office.worker.id)
+    assert woken.run is not None
+    run_id = woken.run.id
+    assert await node.runs.claim_once() == 1
+    await asyncio.wait_for(executor.started.wait(), 30)
+
+    office.clock.advance(LEASE + timedelta(seconds=1))  # the laptop slept
+    assert await node.runs.renew_leases() == []
+    assert not executor.cancelled
+    run = office.store.queue.get_run(run_id)
+    assert run.lease_expires_at == office.clock.now() + LEASE
+    executor.finish.set()
+    await _idle(node)
+    run = office.store.queue.get_run(run_id)
+    assert run.status is RunStatus.FINISHED
+    kinds = [e.kind for e in office.store.runlog.list_run_events(run_id)]
+    assert "attempt_abandoned" not in kinds
+    settings = Settings(home=tmp_path / "lone", node_id="lone-node", lease=LEASE)
+    lone = Service(settings, clock=office.clock, executors={}, store=office.store)
+    assert lone.runs.shared is (office.store.db.dialect == "postgresql")
 
 
 async def test_an_attempt_whose_run_was_requeued_and_finished_elsewhere_writes_no_result(

@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import json
 from collections import Counter
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import httpx
@@ -17,7 +18,9 @@ from helpers import Office
 from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.domain.notifications import DeliveryStatus
 from office_scheduler.domain.status import TaskState
+from office_scheduler.notifications import service as notification_service
 from office_scheduler.notifications.service import NotificationService
+from office_scheduler.scheduler.notifications import SAFETY_TICK, NotificationLoop
 from office_scheduler.store.engine import open_database
 from office_scheduler.store.facade import Store
 
@@ -289,3 +292,108 @@ async def test_a_webhook_channel_without_a_secret_gets_one(office: Office) -> No
     )
     assert not created
     assert made is None
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://[::1", "http://host:abc/", "http://host:99999/", "http://exa mple.com/hook"],
+)
+async def test_a_url_the_sender_cannot_parse_is_refused_naming_url(
+    office: Office, url: str
+) -> None:
+    svc = sender(office, Receiver())
+    with pytest.raises(InvalidInputError) as caught:
+        await svc.put_channel(office.workspace.id, "bad", {"kind": "webhook", "url": url})
+    assert caught.value.field == "url"
+    assert await svc.list_channels(office.workspace.id) == []
+
+
+async def test_a_stored_unparseable_url_is_a_failed_attempt_not_a_broken_pass(
+    office: Office,
+) -> None:
+    # A channel written before the URL check was strict (or by hand): the pass must record
+    # a failed attempt and go on with the other channels' deliveries.
+    values: dict[str, object] = {"kind": "webhook", "url": "http://host:abc/", "secret": SECRET}
+    values |= {"events": [], "enabled": True}
+    office.store.notifications.put_channel(
+        office.workspace.id, "broken", values, now=office.clock.now()
+    )
+    receiver = Receiver()
+    await add_webhook(office, receiver)
+    await request_approval(office)
+
+    svc = sender(office, receiver)
+    assert await svc.deliver_due() == 2
+    by_channel = {
+        item.channel_name: item
+        for item in office.store.notifications.list_deliveries(office.workspace.id)
+    }
+    assert by_channel["ops"].status is DeliveryStatus.DELIVERED
+    assert by_channel["broken"].status is DeliveryStatus.PENDING
+    assert by_channel["broken"].attempts == 1
+    _, result = await svc.send_test(office.workspace.id, "broken")
+    assert not result.delivered
+    assert result.error is not None
+    assert "InvalidURL" in result.error
+
+
+class _Trickle(httpx.AsyncByteStream):
+    """An answer that never completes: one byte, then nothing (a receiver stuck mid-reply)."""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield b"{"
+        await asyncio.Event().wait()
+
+
+async def test_a_receiver_that_never_finishes_answering_does_not_hold_the_pass(
+    office: Office, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(notification_service, "REQUEST_TIMEOUT_S", 0.05)
+
+    def stuck(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=_Trickle())
+
+    await add_webhook(office, Receiver())
+    await request_approval(office)
+    svc = NotificationService(
+        office.store,
+        office.clock,
+        node_id="node-a",
+        dashboard_url="http://x",
+        transport=httpx.MockTransport(stuck),
+    )
+    # Far longer than the patched timeout, so only a pass that never ends fails this.
+    assert await asyncio.wait_for(svc.deliver_due(), timeout=60) == 1
+    [delivery] = office.store.notifications.list_deliveries(office.workspace.id)
+    assert delivery.status is DeliveryStatus.PENDING
+    assert delivery.attempts == 1
+    assert delivery.last_error is not None
+    assert "no complete answer" in delivery.last_error
+
+
+async def test_a_delivery_left_claimed_by_a_killed_sender_does_not_make_the_loop_spin(
+    office: Office,
+) -> None:
+    await add_webhook(office, Receiver())
+    await request_approval(office)
+    now = office.clock.now()
+    # kill -9 in the middle of a POST: the claim stays until its lease runs out.
+    [_] = office.store.notifications.claim_due(
+        node="killed", now=now, lease=notification_service.CLAIM_LEASE, limit=20
+    )
+    assert office.store.notifications.next_due_at() == now + notification_service.CLAIM_LEASE
+
+    receiver = Receiver()
+    svc = sender(office, receiver)
+    loop = NotificationLoop(
+        deliver_due=svc.deliver_due, next_due_at=svc.next_due_at, clock=office.clock
+    )
+    assert await loop.run_pass() == SAFETY_TICK.total_seconds()
+    assert receiver.requests == []
+
+    office.clock.advance(notification_service.CLAIM_LEASE)
+    assert await loop.run_pass() == SAFETY_TICK.total_seconds()
+    [request] = receiver.requests
+    [delivery] = office.store.notifications.list_deliveries(office.workspace.id)
+    assert request.headers["webhook-id"] == delivery.id
+    assert delivery.status is DeliveryStatus.DELIVERED

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from office_scheduler.domain.errors import InvalidInputError
+from office_scheduler.domain.models import WorkspaceSettings
 from office_scheduler.files import Action, apply_import, export_config, load_config, plan_import
 from office_scheduler.store.engine import Database
 from office_scheduler.store.facade import Store
@@ -85,6 +86,28 @@ def test_channels_import_and_export_their_credentials_as_references(
     monkeypatch.setenv("NOTIFY_TEAM_URL", "https://hooks.slack.example/services/T/B/Y")
     [change] = [c for c in plan_import(store, load_config(exported)).changes if c.name == "team"]
     assert (change.action, change.fields) == (Action.UPDATE, ("url",))
+
+
+def test_channel_names_that_read_alike_export_distinct_references(
+    store: Store, tmp_path: Path, now: datetime
+) -> None:
+    workspace = store.office.create_workspace(
+        name="Loud Office", settings=WorkspaceSettings(), now=now
+    )
+    workspace_id = workspace.id
+    names = ("ops-team", "ops.team", "ops_team")
+    for index, name in enumerate(names):
+        values: dict[str, object] = {"kind": "slack", "secret": None, "events": []}
+        values |= {"url": f"https://hooks.slack.example/{index}", "enabled": True}
+        store.notifications.put_channel(workspace_id, name, values, now=now)
+
+    exported = export_config(store, workspace_id, tmp_path / "exported")
+    data = yaml.safe_load((exported / "office.yml").read_text())["notifications"]
+    assert [data[name]["url"] for name in names] == [
+        "${env:NOTIFY_OPS_TEAM_URL}",
+        "${env:NOTIFY_OPS_TEAM_2_URL}",
+        "${env:NOTIFY_OPS_TEAM_3_URL}",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -92,15 +92,29 @@ def _variable(name: str, part: str) -> str:
 
 
 def notifications_data(store: Store, workspace_id: str) -> dict[str, Any]:
-    """The workspace's channels as the ``notifications`` mapping (credentials as references)."""
+    """The workspace's channels as the ``notifications`` mapping (credentials as references).
+
+    Names that read the same as a variable (``ops-team``, ``ops.team``, ``OPS_team``) get
+    ``NOTIFY_OPS_TEAM``, ``NOTIFY_OPS_TEAM_2``, ... in name order, so no two channels share
+    a reference (an import would give them the same URL and secret).
+    """
     data: dict[str, Any] = {}
-    for channel in store.notifications.list_channels(workspace_id):
+    used: set[str] = set()
+    for channel in sorted(
+        store.notifications.list_channels(workspace_id), key=lambda item: item.name
+    ):
+        stem = _variable(channel.name, "")
+        number = 1
+        while stem in used:
+            number += 1
+            stem = _variable(channel.name, f"{number}_")
+        used.add(stem)
         entry: dict[str, Any] = {
             "kind": channel.kind.value,
-            "url": env_reference(_variable(channel.name, "URL")),
+            "url": env_reference(stem + "URL"),
         }
         if channel.secret is not None:
-            entry["secret"] = env_reference(_variable(channel.name, "SECRET"))
+            entry["secret"] = env_reference(stem + "SECRET")
         if channel.events:
             entry["events"] = list(channel.events)
         if not channel.enabled:

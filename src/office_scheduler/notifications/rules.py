@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
+
 from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.domain.notifications import ChannelKind, NotificationEvent
 from office_scheduler.notifications.signing import check_secret, new_secret
@@ -38,9 +40,19 @@ def _check_url(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError("url is required (http:// or https://)", field="url")
     url = value.strip()
-    parts = urlsplit(url)
+    bad = InvalidInputError("url must be an http:// or https:// URL with a host", field="url")
+    if any(ch.isspace() or not ch.isprintable() for ch in url):
+        raise bad
+    try:
+        # The sender parses the URL again with httpx: what it refuses (a bad port, a broken
+        # IPv6 literal) must be refused here, not fail every delivery later.
+        parts = urlsplit(url)
+        _ = parts.port
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL):
+        raise bad from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInputError("url must be an http:// or https:// URL with a host", field="url")
+        raise bad
     return url
 
 

@@ -54,6 +54,8 @@ RETRY_DELAYS = (
 )
 #: Longest wait for one receiver's answer.
 REQUEST_TIMEOUT_S = 10.0
+#: Most bytes of a receiver's answer read (its first line goes into the error).
+MAX_ANSWER_BYTES = 4096
 #: How long a sender's claim on a delivery lasts (longer than one request).
 CLAIM_LEASE = timedelta(seconds=60)
 #: Deliveries claimed by one pass.
@@ -172,16 +174,38 @@ class NotificationService:
         if kind is ChannelKind.WEBHOOK and secret:
             headers |= signature_headers(secret, delivery_id, self._clock.now(), body)
         try:
-            response = await client.post(url, content=body.encode(), headers=headers)
-        except httpx.HTTPError as exc:
+            # httpx's timeout bounds each read, not the whole exchange: a receiver that
+            # trickles its answer would hold the pass (and its claims) forever without this.
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                status_code, text = await self._send(client, url, body, headers)
+        except TimeoutError:
+            return AttemptResult(
+                delivered=False,
+                status_code=None,
+                error=f"no complete answer within {REQUEST_TIMEOUT_S:g} s",
+            )
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             return AttemptResult(
                 delivered=False, status_code=None, error=f"{type(exc).__name__}: {exc}"
             )
-        if 200 <= response.status_code < 300:
-            return AttemptResult(delivered=True, status_code=response.status_code, error=None)
-        text = response.text.strip().splitlines()[0][:200] if response.text.strip() else ""
-        error = f"HTTP {response.status_code}" + (f": {text}" if text else "")
-        return AttemptResult(delivered=False, status_code=response.status_code, error=error)
+        if 200 <= status_code < 300:
+            return AttemptResult(delivered=True, status_code=status_code, error=None)
+        first = text.strip().splitlines()[0][:200] if text.strip() else ""
+        error = f"HTTP {status_code}" + (f": {first}" if first else "")
+        return AttemptResult(delivered=False, status_code=status_code, error=error)
+
+    @staticmethod
+    async def _send(
+        client: httpx.AsyncClient, url: str, body: str, headers: Mapping[str, str]
+    ) -> tuple[int, str]:
+        """POST ``body``; the status and at most :data:`MAX_ANSWER_BYTES` of the answer."""
+        async with client.stream("POST", url, content=body.encode(), headers=headers) as response:
+            kept = b""
+            async for chunk in response.aiter_bytes():
+                kept += chunk
+                if len(kept) >= MAX_ANSWER_BYTES:
+                    break
+            return response.status_code, kept[:MAX_ANSWER_BYTES].decode("utf-8", "replace")
 
     def _client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(

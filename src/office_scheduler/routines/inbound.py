@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 import structlog
@@ -104,6 +105,10 @@ class InboundWebhooks:
         self._clock = clock
         self._routines = routines
         self._post_comment = post_comment
+        #: A lock per Slack delivery key being handled, and how many requests use it: Slack
+        #: retries a request it got no answer to within 3 s, and the retry must wait for
+        #: the first one's comment.
+        self._slack_keys: dict[str, tuple[asyncio.Lock, int]] = {}
 
     async def receive(
         self, public_id: str, headers: Mapping[str, str], body: bytes
@@ -158,7 +163,7 @@ class InboundWebhooks:
             raise InvalidInputError("missing X-GitHub-Event header", field="X-GitHub-Event")
         if event == "ping":
             return WebhookOutcome(pong=True)
-        data = webhooks.parse_json_object(body)
+        data = webhooks.parse_github_payload(headers, body)
         action = data.get("action")
         if not webhooks.github_event_accepted(trigger.events, event, action):
             what = f"{event}.{action}" if isinstance(action, str) else event
@@ -241,6 +246,30 @@ class InboundWebhooks:
         key_part = event_id if isinstance(event_id, str) and event_id else signature
         prefix = f"routine:{trigger.routine_id}:webhook:"
         scoped_key = f"{prefix}slack:{str(key_part)[:150]}"
+        lock, users = self._slack_keys.get(scoped_key, (asyncio.Lock(), 0))
+        self._slack_keys[scoped_key] = (lock, users + 1)
+        try:
+            async with lock:
+                return await self._slack_message(trigger, event, scoped_key, prefix, now)
+        finally:
+            lock, users = self._slack_keys[scoped_key]
+            if users == 1:
+                del self._slack_keys[scoped_key]
+            else:
+                self._slack_keys[scoped_key] = (lock, users - 1)
+
+    async def _slack_message(
+        self,
+        trigger: RoutineTrigger,
+        event: Mapping[str, Any],
+        scoped_key: str,
+        prefix: str,
+        now: datetime,
+    ) -> WebhookOutcome:
+        """Post one Slack message as a comment, once per key (the caller holds its lock)."""
+        text, user = event["text"], event["user"]
+        task_id = trigger.channel_task_id
+        assert task_id is not None  # checked by the caller
         earlier = await asyncio.to_thread(self._store.routines.find_run_by_key, scoped_key)
         if earlier is not None:
             return WebhookOutcome(run=earlier, created=False)

@@ -20,6 +20,7 @@ import secrets
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import parse_qs
 
 from office_scheduler.domain.errors import AuthError, InvalidInputError
 from office_scheduler.domain.routines import SigningMode
@@ -215,6 +216,35 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
         raise InvalidInputError("body must be a JSON object", field="body")
     check_json(data, field="body")
     return data
+
+
+FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
+
+
+def parse_github_payload(headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
+    """The JSON object of a GitHub delivery, whichever content type the hook was set up with.
+
+    GitHub's form offers ``application/json`` and (its default)
+    ``application/x-www-form-urlencoded``, which sends the same JSON as the form field
+    ``payload``. The signature covers the raw body either way, so it is checked before.
+
+    Raises:
+        InvalidInputError: larger than 256 KiB, a form without one ``payload`` field, or a
+            payload that is not a storable JSON object (field ``body``).
+    """
+    kind = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if kind != FORM_CONTENT_TYPE:
+        return parse_json_object(body)
+    if len(body) > MAX_BODY_BYTES:
+        raise InvalidInputError("body is larger than 256 KiB", field="body")
+    try:
+        fields = parse_qs(body.decode("utf-8"), strict_parsing=True, errors="strict")
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidInputError("body is not a valid form", field="body") from None
+    payload = fields.get("payload", [])
+    if len(payload) != 1:
+        raise InvalidInputError("a form-encoded delivery needs one payload field", field="body")
+    return parse_json_object(payload[0].encode("utf-8"))
 
 
 def parse_body(body: bytes) -> dict[str, Any]:

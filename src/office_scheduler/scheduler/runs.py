@@ -38,14 +38,29 @@ class RunsLoop:
     longer held by this claim (the leader requeued it) abandons that attempt
     (:meth:`abandon`): its pipeline is cancelled, which stops the agent's process group,
     and the pipeline's driver records ``attempt_abandoned`` instead of ending the run.
+    The first case applies only when ``shared`` (PostgreSQL: another node may have requeued
+    the run); a lone SQLite process renews its own lease after a sleep and goes on.
     ``stop()`` stops claiming,
     gives running sessions ``shutdown_grace``, then cancels them (their executors kill the
     process groups) and puts their runs back to ``queued`` with reason ``interrupted``.
     ``cancel(run_id)`` stops one pipeline for good: the run ends ``cancelled``.
     """
 
-    def __init__(self, *, store: Store, clock: Clock, settings: Settings, process: Process) -> None:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Clock,
+        settings: Settings,
+        process: Process,
+        shared: bool = True,
+    ) -> None:
         self._store = store
+        #: Whether another process may requeue this node's runs once their leases expire
+        #: (PostgreSQL). On SQLite this process is the only scheduler and its maintenance
+        #: never requeues its own live runs: a lease found past its end there (the laptop
+        #: slept) is renewed, not abandoned.
+        self.shared = shared
         self._clock = clock
         self._settings = settings
         self._process = process
@@ -255,7 +270,7 @@ class RunsLoop:
             claim = self._claims.get(run_id)
             if run_id in self._lost or claim is None:
                 continue
-            if claim[1] <= now:
+            if claim[1] <= now and self.shared:
                 lost[run_id] = "lease_expired"
             else:
                 current.append(run_id)

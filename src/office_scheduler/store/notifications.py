@@ -296,8 +296,20 @@ class NotificationStore:
         return _delivery_from_row(row, row["channel_name"])
 
     def next_due_at(self) -> datetime | None:
-        """The earliest ``next_attempt_at`` of a pending delivery, or ``None``."""
-        query = sa.select(sa.func.min(_D.next_attempt_at)).where(
+        """When the earliest pending delivery can next be claimed, or ``None``.
+
+        That is its ``next_attempt_at``, or the end of a running claim when later: a
+        delivery another sender is posting (or one a killed sender left claimed) is not due
+        before its claim ends, and the loop must rest until then rather than spin.
+        """
+        claimable_at = sa.case(
+            (
+                sa.and_(_D.claimed_until.is_not(None), _D.claimed_until > _D.next_attempt_at),
+                _D.claimed_until,
+            ),
+            else_=_D.next_attempt_at,
+        )
+        query = sa.select(sa.func.min(claimable_at)).where(
             _D.status == DeliveryStatus.PENDING.value
         )
         with self._db.read() as conn:
