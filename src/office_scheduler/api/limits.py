@@ -239,20 +239,26 @@ class LimitsMiddleware:
                 status = int(message["status"])
             await send(message)
 
+        reached = False
         try:
-            await self._checked(scope, receive, watch, WEBHOOK_MAX_BODY_BYTES, False)
+            reached = await self._checked(scope, receive, watch, WEBHOOK_MAX_BODY_BYTES, False)
         finally:
-            if status in (401, 404):
+            # Refused before the route authenticated it (too large, too deep, too slow) or
+            # by the route as unsigned or unknown: the source's failure, not the URL's rate.
+            if not reached or status in (401, 404):
                 limits.take(public_id, amount=-1)
                 limits.take(source, failure=True)
 
     async def _checked(
         self, scope: Scope, receive: Receive, send: Send, max_bytes: int, preauth: bool
-    ) -> None:
+    ) -> bool:
         """Read the body, scan its depth, then call the app.
 
         With ``preauth``, a body larger than :attr:`Limits.preauth_bytes` is read on only
         once its bearer token is valid (else 401).
+
+        Returns:
+            Whether the app was called (``False``: answered here, 401, 408, 413 or 422).
         """
         limits = self.limits
         declared = _content_length(scope)
@@ -283,22 +289,23 @@ class LimitsMiddleware:
                 401, AuthError.code, message, headers={"WWW-Authenticate": "Bearer"}
             )
             await response(scope, receive, send)
-            return
+            return False
         except TimeoutError:
             message = f"the request body did not arrive within {limits.body_timeout_s:g} s"
             await error_response(408, "request_timeout", message, "body")(scope, receive, send)
-            return
+            return False
         except _TooLarge:
             message = f"the request body is larger than {max_bytes} bytes"
             await error_response(413, PayloadTooLargeError.code, message, "body")(
                 scope, receive, send
             )
-            return
+            return False
         if body and await limits.depth(body) > limits.max_json_depth:
             message = f"the body nests deeper than {limits.max_json_depth} levels"
             await error_response(422, InvalidInputError.code, message, "body")(scope, receive, send)
-            return
+            return False
         await self.app(scope, _replay(body, disconnected, receive), send)
+        return True
 
 
 def _bearer(scope: Scope) -> str:

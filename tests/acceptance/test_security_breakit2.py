@@ -1,0 +1,83 @@
+"""Regressions found by a second hostile review of the security work: each test failed
+before its fix."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from api_harness import Api, open_api
+from office_scheduler.api.limits import Limits
+from office_scheduler.routines.webhooks import sign
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[Api]:
+    with open_api(tmp_path) as harness:
+        yield harness
+
+
+class Hook:
+    """A routine with an hmac-signed webhook trigger, posted to from chosen addresses."""
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        ws = api.workspace()["id"]
+        agent = api.agent(ws)["id"]
+        body = {"name": "deploy", "assignee_agent_id": agent}
+        routine = api.ok("POST", f"/api/v1/workspaces/{ws}/routines", status=201, json=body)
+        trigger = api.ok(
+            "POST",
+            f"/api/v1/routines/{routine['id']}/triggers",
+            status=201,
+            json={"kind": "webhook", "signing_mode": "hmac_sha256"},
+        )
+        self.url, self.secret = trigger["url_path"], trigger["secret"]
+        self.sent = 0
+        limits: Limits = api.client.app.state.limits  # type: ignore[attr-defined]
+        limits.clock = lambda: 1000.0  # no refill during the test
+
+    def post(self, source: str, body: bytes, headers: dict[str, str] | None = None) -> Any:
+        """Post ``body`` from address ``source``."""
+        transport = cast(Any, self.api.client)._transport
+        transport.client = (source, 40000)
+        try:
+            return self.api.client.post(self.url, content=body, headers=headers or {})
+        finally:
+            transport.client = ("testclient", 50000)
+
+    def deliver(self, source: str) -> Any:
+        """A correctly signed delivery of ``{}``."""
+        self.sent += 1
+        stamp = int(self.api.clock.now().timestamp())
+        headers = {
+            "Content-Type": "application/json",
+            "X-Signature-Timestamp": str(stamp),
+            "X-Signature-256": sign(self.secret, stamp, b"{}"),
+            "Idempotency-Key": f"real-{self.sent}",
+        }
+        return self.post(source, b"{}", headers)
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        (b"[" * 40, 422),  # too deep: refused by the middleware, before the route
+        (b"x" * (300 * 1024), 413),  # too large: likewise
+    ],
+    ids=["too-deep", "too-large"],
+)
+def test_posts_refused_before_the_route_do_not_spend_the_urls_rate(
+    api: Api, body: bytes, status: int
+) -> None:
+    # Only 401 and 404 were given back to the URL's bucket: 30 unsigned posts that the
+    # limits middleware itself refused emptied it, and the real sender got 429.
+    hook = Hook(api)
+    attacker, sender = "203.0.113.9", "198.51.100.7"
+    refused = [hook.post(attacker, body).status_code for _ in range(30)]
+    assert refused == [status] * 30
+    assert hook.deliver(sender).status_code == 202, "the real sender gets through"
+    assert hook.post(attacker, body).status_code == 429, "the attacker's address is spent"
