@@ -81,3 +81,37 @@ def test_posts_refused_before_the_route_do_not_spend_the_urls_rate(
     assert refused == [status] * 30
     assert hook.deliver(sender).status_code == 202, "the real sender gets through"
     assert hook.post(attacker, body).status_code == 429, "the attacker's address is spent"
+
+
+def test_an_ipv6_network_is_one_source_for_webhook_failures(api: Api) -> None:
+    # Each address had its own failure bucket: a host holding a /64 (every IPv6 host
+    # does) sent each badly signed post from a new address and was never slowed.
+    hook = Hook(api)
+    bad = {"X-Signature-Timestamp": "1", "X-Signature-256": "sha256=00"}
+    refused = [hook.post(f"2001:db8::{n:x}", b"{}", bad).status_code for n in range(1, 31)]
+    assert refused == [401] * 30
+    assert hook.post("2001:db8::ffff:1", b"{}", bad).status_code == 429, "same /64"
+    assert hook.post("::ffff:203.0.113.9", b"{}", bad).status_code == 401, "another source"
+    assert hook.deliver("2001:db8:1::1").status_code == 202, "another /64 gets through"
+
+
+def test_an_ipv6_network_is_one_source_for_sign_in_failures(api: Api) -> None:
+    api.workspace()  # the dashboard needs one
+    transport = cast(Any, api.client)._transport
+
+    def sign_in(source: str) -> int:
+        transport.client = (source, 40000)
+        try:
+            response = api.client.post(
+                "/login",
+                data={"token": "osa_wrong", "next": "/"},
+                headers={"origin": "http://testserver"},
+                follow_redirects=False,
+            )
+        finally:
+            transport.client = ("testclient", 50000)
+        return response.status_code
+
+    assert [sign_in(f"2001:db8::{n}") for n in range(1, 6)] == [401] * 5
+    assert sign_in("2001:db8::99") == 429, "the same /64 is the same client"
+    assert sign_in("::ffff:198.51.100.7") == 401

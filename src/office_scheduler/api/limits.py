@@ -44,6 +44,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from office_scheduler.api.errors import PayloadTooLargeError, error_response
+from office_scheduler.auth import source_key
 from office_scheduler.domain.errors import AuthError, InvalidInputError
 from office_scheduler.routines.webhooks import MAX_BODY_BYTES as WEBHOOK_MAX_BODY_BYTES
 
@@ -219,7 +220,7 @@ class LimitsMiddleware:
         """A webhook delivery: the URL's bucket, the source's failure bucket, then the body."""
         limits = self.limits
         client = scope.get("client")
-        source = str(client[0]) if client else "?"
+        source = source_key(str(client[0])) if client else "?"
         wait = limits.available(source) or limits.take(public_id)
         if wait > 0:
             retry = str(max(1, math.ceil(wait)))
