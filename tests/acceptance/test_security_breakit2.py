@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 
-from api_harness import Api, open_api
+from api_harness import Api, error_of, open_api
 from office_scheduler.api.limits import Limits
 from office_scheduler.routines.webhooks import sign
 
@@ -115,3 +115,28 @@ def test_an_ipv6_network_is_one_source_for_sign_in_failures(api: Api) -> None:
     assert [sign_in(f"2001:db8::{n}") for n in range(1, 6)] == [401] * 5
     assert sign_in("2001:db8::99") == 429, "the same /64 is the same client"
     assert sign_in("::ffff:198.51.100.7") == 401
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16", "utf-32-be"])
+def test_a_body_in_utf16_or_utf32_cannot_hide_its_depth(api: Api, encoding: str) -> None:
+    # The depth scan read bytes as UTF-8: in UTF-16 'Ģ' (U+0122) holds a quote byte, so
+    # a string holding it seemed to run on over the brackets after it, and a run token's
+    # wake payload nested 900 deep passed the 32-level check (a 500, its traceback
+    # pretty-printed for minutes); 200 deep was stored.
+    ws = api.workspace()["id"]
+    agent = api.agent(ws)["id"]
+    token, _run = api.run_token(ws, agent)
+    nested = '{"a": ' * 200 + "1" + "}" * 200
+    body = ('{"reason": "\u0122", "payload": ' + nested + "}").encode(encoding)
+    response = api.client.post(
+        f"/api/v1/agents/{agent}/wake",
+        content=body,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422, response.text[:200]
+    assert error_of(response)["field"] == "body"
+    wakes = api.ok("GET", "/api/v1/wakeups", params={"agent_id": agent})["items"]
+    assert all(wake["source"] != "self" for wake in wakes), "nothing was stored"
+    plain = {"reason": "\u0122", "payload": {"a": 1}}
+    utf8 = api.request("POST", f"/api/v1/agents/{agent}/wake", token=token, json=plain)
+    assert utf8.status_code == 202, "UTF-8 (what every client sends) is unchanged"

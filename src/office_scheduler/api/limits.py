@@ -6,6 +6,8 @@
 - **Authentication first:** a body to ``/api/v1/`` larger than :attr:`Limits.preauth_bytes`
   (64 KiB; by ``Content-Length`` or as soon as a streamed body passes it) is read and
   checked only once its bearer token is valid; otherwise 401 before the rest arrives.
+- **UTF-8:** a body that JSON would read as UTF-16 or UTF-32 is refused with 422 (field
+  ``body``): the depth scan reads bytes as UTF-8, and JSON is UTF-8 (RFC 8259).
 - **JSON depth:** a body nested deeper than :attr:`Limits.max_json_depth` (32) arrays or
   objects is refused with 422 (field ``body``) without being parsed. A body larger than
   :attr:`Limits.preauth_bytes` is scanned in a worker thread, at most
@@ -32,6 +34,7 @@ String and list lengths, pagination caps and field validation are the request mo
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 import time
@@ -57,6 +60,8 @@ _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*(?:"|\\?\Z)', re.DOTALL)
 #: Opening brackets become +1, closing ones -1 (as signed bytes); every other byte goes.
 _STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+#: The encodings :func:`json.detect_encoding` names for a body the depth scan can read.
+_UTF8 = frozenset({"utf-8", "utf-8-sig"})
 #: The API whose large bodies wait for a valid bearer token.
 API_PREFIX = "/api/v1/"
 #: Checks a bearer secret: True when it is a valid token.
@@ -300,6 +305,13 @@ class LimitsMiddleware:
             await error_response(413, PayloadTooLargeError.code, message, "body")(
                 scope, receive, send
             )
+            return False
+        if body and json.detect_encoding(body) not in _UTF8:
+            # The depth scan reads bytes as UTF-8 (every ASCII byte is that character);
+            # in UTF-16 or UTF-32 a character can hold a quote byte and hide brackets
+            # from it, and JSON between systems is UTF-8 anyway (RFC 8259 §8.1).
+            message = "the request body must be UTF-8"
+            await error_response(422, InvalidInputError.code, message, "body")(scope, receive, send)
             return False
         if body and await limits.depth(body) > limits.max_json_depth:
             message = f"the body nests deeper than {limits.max_json_depth} levels"
