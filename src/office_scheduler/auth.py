@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import ipaddress
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -222,6 +223,31 @@ def attempt_over(token_attempt: int, run_attempt: int, run_status: RunStatus) ->
     if run_status.is_terminal or token_attempt != run_attempt:
         return True
     return token_attempt >= 1 and run_status is not RunStatus.RUNNING
+
+
+#: Bits of an IPv6 address that name one client for rate limits (a /64: one site's network).
+IPV6_CLIENT_BITS = 64
+
+
+def source_key(host: str) -> str:
+    """The key a request's source address is rate-limited under.
+
+    An IPv4 address is itself (an IPv4-mapped IPv6 address counts as its IPv4 address); an
+    IPv6 address counts as its /64 network, because a single host is routinely given a
+    whole /64 and could otherwise make each request from a new address (and, by filling
+    the limiters' tables, push the others' counts out). Anything else (a Unix socket, a
+    test client's name) is returned as it is.
+    """
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        network = ipaddress.IPv6Network((address, IPV6_CLIENT_BITS), strict=False)
+        return str(network)
+    return str(address)
 
 
 def hash_token(secret: str) -> str:

@@ -6,6 +6,8 @@
 - **Authentication first:** a body to ``/api/v1/`` larger than :attr:`Limits.preauth_bytes`
   (64 KiB; by ``Content-Length`` or as soon as a streamed body passes it) is read and
   checked only once its bearer token is valid; otherwise 401 before the rest arrives.
+- **UTF-8:** a body that JSON would read as UTF-16 or UTF-32 is refused with 422 (field
+  ``body``): the depth scan reads bytes as UTF-8, and JSON is UTF-8 (RFC 8259).
 - **JSON depth:** a body nested deeper than :attr:`Limits.max_json_depth` (32) arrays or
   objects is refused with 422 (field ``body``) without being parsed. A body larger than
   :attr:`Limits.preauth_bytes` is scanned in a worker thread, at most
@@ -32,6 +34,7 @@ String and list lengths, pagination caps and field validation are the request mo
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 import time
@@ -44,6 +47,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from office_scheduler.api.errors import PayloadTooLargeError, error_response
+from office_scheduler.auth import source_key
 from office_scheduler.domain.errors import AuthError, InvalidInputError
 from office_scheduler.routines.webhooks import MAX_BODY_BYTES as WEBHOOK_MAX_BODY_BYTES
 
@@ -56,6 +60,8 @@ _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*(?:"|\\?\Z)', re.DOTALL)
 #: Opening brackets become +1, closing ones -1 (as signed bytes); every other byte goes.
 _STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+#: The encodings :func:`json.detect_encoding` names for a body the depth scan can read.
+_UTF8 = frozenset({"utf-8", "utf-8-sig"})
 #: The API whose large bodies wait for a valid bearer token.
 API_PREFIX = "/api/v1/"
 #: Checks a bearer secret: True when it is a valid token.
@@ -219,7 +225,7 @@ class LimitsMiddleware:
         """A webhook delivery: the URL's bucket, the source's failure bucket, then the body."""
         limits = self.limits
         client = scope.get("client")
-        source = str(client[0]) if client else "?"
+        source = source_key(str(client[0])) if client else "?"
         wait = limits.available(source) or limits.take(public_id)
         if wait > 0:
             retry = str(max(1, math.ceil(wait)))
@@ -239,20 +245,26 @@ class LimitsMiddleware:
                 status = int(message["status"])
             await send(message)
 
+        reached = False
         try:
-            await self._checked(scope, receive, watch, WEBHOOK_MAX_BODY_BYTES, False)
+            reached = await self._checked(scope, receive, watch, WEBHOOK_MAX_BODY_BYTES, False)
         finally:
-            if status in (401, 404):
+            # Refused before the route authenticated it (too large, too deep, too slow) or
+            # by the route as unsigned or unknown: the source's failure, not the URL's rate.
+            if not reached or status in (401, 404):
                 limits.take(public_id, amount=-1)
                 limits.take(source, failure=True)
 
     async def _checked(
         self, scope: Scope, receive: Receive, send: Send, max_bytes: int, preauth: bool
-    ) -> None:
+    ) -> bool:
         """Read the body, scan its depth, then call the app.
 
         With ``preauth``, a body larger than :attr:`Limits.preauth_bytes` is read on only
         once its bearer token is valid (else 401).
+
+        Returns:
+            Whether the app was called (``False``: answered here, 401, 408, 413 or 422).
         """
         limits = self.limits
         declared = _content_length(scope)
@@ -283,22 +295,30 @@ class LimitsMiddleware:
                 401, AuthError.code, message, headers={"WWW-Authenticate": "Bearer"}
             )
             await response(scope, receive, send)
-            return
+            return False
         except TimeoutError:
             message = f"the request body did not arrive within {limits.body_timeout_s:g} s"
             await error_response(408, "request_timeout", message, "body")(scope, receive, send)
-            return
+            return False
         except _TooLarge:
             message = f"the request body is larger than {max_bytes} bytes"
             await error_response(413, PayloadTooLargeError.code, message, "body")(
                 scope, receive, send
             )
-            return
+            return False
+        if body and json.detect_encoding(body) not in _UTF8:
+            # The depth scan reads bytes as UTF-8 (every ASCII byte is that character);
+            # in UTF-16 or UTF-32 a character can hold a quote byte and hide brackets
+            # from it, and JSON between systems is UTF-8 anyway (RFC 8259 §8.1).
+            message = "the request body must be UTF-8"
+            await error_response(422, InvalidInputError.code, message, "body")(scope, receive, send)
+            return False
         if body and await limits.depth(body) > limits.max_json_depth:
             message = f"the body nests deeper than {limits.max_json_depth} levels"
             await error_response(422, InvalidInputError.code, message, "body")(scope, receive, send)
-            return
+            return False
         await self.app(scope, _replay(body, disconnected, receive), send)
+        return True
 
 
 def _bearer(scope: Scope) -> str:

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Form, Request
 from starlette.responses import RedirectResponse, Response
 
+from office_scheduler.auth import source_key
 from office_scheduler.domain.errors import AuthError
 from office_scheduler.web.pages.common import page_router
 from office_scheduler.web.render import render
@@ -50,7 +51,7 @@ async def login(
     secret = token.strip()
     service = service_of(request)
     throttle = login_throttle(request)
-    address = request.client.host if request.client else "?"
+    address = source_key(request.client.host) if request.client else "?"
     wait = throttle.wait_s(address, service.clock.now())
     if wait:
         error = f"too many failed sign-ins from your address; try again in {wait} s"
