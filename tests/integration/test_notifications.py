@@ -397,3 +397,19 @@ async def test_a_delivery_left_claimed_by_a_killed_sender_does_not_make_the_loop
     [delivery] = office.store.notifications.list_deliveries(office.workspace.id)
     assert request.headers["webhook-id"] == delivery.id
     assert delivery.status is DeliveryStatus.DELIVERED
+
+
+async def test_a_disabled_channel_sends_nothing_until_enabled_again(office: Office) -> None:
+    receiver = Receiver()
+    await add_webhook(office, receiver)
+    await request_approval(office)  # queued while the channel is enabled
+    await add_webhook(office, receiver, enabled=False)
+    svc = sender(office, receiver)
+
+    assert await svc.deliver_due() == 0
+    assert await svc.next_due_at() is None  # nothing for the loop to wake up for
+    assert receiver.requests == []
+    await add_webhook(office, receiver, enabled=True)
+    assert await svc.deliver_due() == 1
+    [delivery] = office.store.notifications.list_deliveries(office.workspace.id)
+    assert delivery.status is DeliveryStatus.DELIVERED

@@ -41,6 +41,9 @@ MAX_ERROR_CHARS = 500
 _C = notification_channels.c
 _D = notification_deliveries.c
 
+#: The delivery's channel is enabled (pending deliveries of a disabled one wait).
+_CHANNEL_ENABLED = sa.exists().where(_C.id == _D.channel_id, _C.enabled.is_(True))
+
 _CHANNELS_OF_WORKSPACE = (
     sa.select(notification_channels)
     .where(_C.workspace_id == sa.bindparam("workspace_id"), _C.enabled.is_(True))
@@ -310,7 +313,7 @@ class NotificationStore:
             else_=_D.next_attempt_at,
         )
         query = sa.select(sa.func.min(claimable_at)).where(
-            _D.status == DeliveryStatus.PENDING.value
+            _D.status == DeliveryStatus.PENDING.value, _CHANNEL_ENABLED
         )
         with self._db.read() as conn:
             value: datetime | None = conn.execute(query).scalar()
@@ -321,8 +324,9 @@ class NotificationStore:
     ) -> list[ClaimedDelivery]:
         """Claim up to ``limit`` due deliveries for one attempt each, oldest first.
 
-        A delivery is due when it is ``pending``, its ``next_attempt_at`` has come and no
-        other sender's lease on it is running.
+        A delivery is due when it is ``pending``, its ``next_attempt_at`` has come, its
+        channel is enabled (a disabled channel keeps its deliveries for when it is enabled
+        again) and no other sender's lease on it is running.
         """
         due = (
             sa.select(_D.id)
@@ -330,6 +334,7 @@ class NotificationStore:
                 _D.status == DeliveryStatus.PENDING.value,
                 _D.next_attempt_at <= now,
                 sa.or_(_D.claimed_until.is_(None), _D.claimed_until <= now),
+                _CHANNEL_ENABLED,
             )
             .order_by(_D.next_attempt_at, _D.id)
             .limit(limit)
