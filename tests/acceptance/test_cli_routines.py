@@ -140,6 +140,7 @@ def test_create_list_show_fire_and_runs(served: Office) -> None:
     assert routine["assignee_agent_id"] == served.agent
     assert routine["variables"][0] == {
         "name": "team", "type": "text", "default": "core", "required": False, "options": [],
+        "path": None,
     }  # fmt: skip
     listed = served.ok("routine", "list", "--workspace", served.ws)
     assert "Daily report" in listed.stdout

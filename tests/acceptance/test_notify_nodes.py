@@ -83,28 +83,30 @@ def test_two_nodes_send_each_delivery_once(
     second = Server(tmp_path / "b", env=env)
     try:
         token = (tmp_path / "a" / "admin_token").read_text().strip()
-        http = httpx.Client(
+        with httpx.Client(
             base_url=first.url + "/api/v1",
             headers={"Authorization": f"Bearer {token}"},
             timeout=30,
-        )
-        ws = http.post("/workspaces", json={"name": "acme"}).json()["id"]
-        channel = {"kind": "webhook", "url": receiver, "secret": SECRET}
-        assert http.put(f"/workspaces/{ws}/notifications/ops", json=channel).status_code == 200
-        for index in range(APPROVALS):
-            answer = http.post(f"/workspaces/{ws}/approvals", json={"title": f"approval {index}"})
-            assert answer.status_code == 201, answer.text
+        ) as http:
+            ws = http.post("/workspaces", json={"name": "acme"}).json()["id"]
+            channel = {"kind": "webhook", "url": receiver, "secret": SECRET}
+            assert http.put(f"/workspaces/{ws}/notifications/ops", json=channel).status_code == 200
+            for index in range(APPROVALS):
+                answer = http.post(
+                    f"/workspaces/{ws}/approvals", json={"title": f"approval {index}"}
+                )
+                assert answer.status_code == 201, answer.text
 
-        deadline = time.monotonic() + 120
-        while True:
-            delivered = http.get(
-                f"/workspaces/{ws}/notification-deliveries",
-                params={"status": "delivered", "limit": 500},
-            ).json()["items"]
-            if len(delivered) == APPROVALS:
-                break
-            assert time.monotonic() < deadline, f"{len(delivered)} of {APPROVALS} delivered"
-            time.sleep(0.5)
+            deadline = time.monotonic() + 120
+            while True:
+                delivered = http.get(
+                    f"/workspaces/{ws}/notification-deliveries",
+                    params={"status": "delivered", "limit": 500},
+                ).json()["items"]
+                if len(delivered) == APPROVALS:
+                    break
+                assert time.monotonic() < deadline, f"{len(delivered)} of {APPROVALS} delivered"
+                time.sleep(0.5)
     finally:
         codes = [server.stop()[0] for server in (first, second)]
     assert codes == [0, 0]

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from cli_harness import CLEAN_ENV, serving_in_thread
-from helpers import Office
+from helpers import Office, dashboard_session
 from office_scheduler.api import create_app
 from office_scheduler.cli import office as office_cli
 from office_scheduler.domain.models import WakeRequest
@@ -127,7 +127,7 @@ async def test_three_thousand_merged_wakes_give_a_bounded_prompt_and_lose_nothin
         shown = CliRunner().invoke(
             office_cli, ["--api-url", url, "runs", "show", str(run_id), "--wakes", "5"], env=env
         )
-        on_page = _run_page_ids(url, run_id, secret)
+        on_page = _run_page_ids(url, run_id, dashboard_session(office.service, secret))
     assert result.exit_code == 0, (result.stdout, result.stderr)
     assert sorted(item["id"] for item in json.loads(result.stdout)) == sorted(listed)
     assert shown.exit_code == 0, (shown.stdout, shown.stderr)
@@ -136,13 +136,16 @@ async def test_three_thousand_merged_wakes_give_a_bounded_prompt_and_lose_nothin
     assert sorted(on_page) == sorted(listed)
 
 
-def _run_page_ids(url: str, run_id: int, secret: str) -> list[int]:
+def _run_page_ids(url: str, run_id: int, session_id: str) -> list[int]:
     """Every merged wake on the run page, following its "older" links page by page."""
     ids: list[int] = []
     params: dict[str, str] = {}
     while True:
         page = httpx.get(
-            f"{url}/runs/{run_id}", params=params, cookies={"office_session": secret}, timeout=30
+            f"{url}/runs/{run_id}",
+            params=params,
+            cookies={"office_session": session_id},
+            timeout=30,
         )
         assert page.status_code == 200, page.text
         rows = re.findall(r'<tr class="merged-wake"><td>#(\d+)</td>', page.text)

@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from helpers import Office
 from office_scheduler.config import Settings
@@ -50,30 +51,26 @@ def test_the_first_node_takes_the_lease_and_renews_it(database: Database) -> Non
     assert first.status()["this_node"] is True
 
 
-def test_an_expired_lease_is_taken_over_with_the_next_epoch(
-    database: Database, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_an_expired_lease_is_taken_over_with_the_next_epoch(database: Database) -> None:
     clock = FakeClock()
     first, second = _node(database, clock, "a"), _node(database, clock, "b")
     assert first.ensure()
     clock.advance(TTL - timedelta(seconds=1))
     assert not second.ensure(), "not expired yet"
     clock.advance(timedelta(seconds=1))
-    assert second.ensure()
-    term = second.term()
-    assert term is not None
-    assert (term.holder, term.epoch) == ("b", 2)
-    assert not first.held
-    assert not first.ensure(), "the old holder cannot renew a lease it lost"
+    with capture_logs() as logs:
+        assert second.ensure()
+        term = second.term()
+        assert term is not None
+        assert (term.holder, term.epoch) == ("b", 2)
+        assert not first.held
+        assert not first.ensure(), "the old holder cannot renew a lease it lost"
     assert first.status()["node_id"] == "b"
-    log = capsys.readouterr().out
-    assert "maintenance_leadership_lost" in log
-    assert "reason=" in log
+    [lost] = [e for e in logs if e["event"] == "maintenance_leadership_lost"]
+    assert lost["reason"]
 
 
-def test_a_holder_stops_acting_before_its_lease_ends(
-    database: Database, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_holder_stops_acting_before_its_lease_ends(database: Database) -> None:
     """A holder that missed its renewals (frozen) stops at 90 % of the TTL, by itself."""
     clock = FakeClock()
     leader = _node(database, clock, "a")
@@ -84,9 +81,10 @@ def test_a_holder_stops_acting_before_its_lease_ends(
     clock.advance(deadline - clock.now() - timedelta(milliseconds=1))
     assert leader.term() is not None
     clock.advance(timedelta(milliseconds=1))
-    assert leader.term() is None
+    with capture_logs() as logs:
+        assert leader.term() is None
     assert not leader.held
-    assert "the lease was not renewed in time" in capsys.readouterr().out
+    assert "the lease was not renewed in time" in repr(logs)
     lease = LeaseStore(database).current()
     assert lease is not None
     assert lease.expires_at > clock.now(), "it stopped while its lease still ran"
@@ -152,7 +150,7 @@ def test_a_write_under_a_stale_epoch_is_refused(database: Database) -> None:
 
 
 async def test_a_stale_leader_wakes_and_its_maintenance_writes_are_fenced(
-    office: Office, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    office: Office, tmp_path: Path
 ) -> None:
     """A leader whose clock says it still leads (it was frozen mid-pass) after another
     node took the lease: its requeue of an expired run is refused, it stops leading, and
@@ -175,9 +173,10 @@ async def test_a_stale_leader_wakes_and_its_maintenance_writes_are_fenced(
 
     stale_clock.advance(timedelta(seconds=11))  # the run's lease expired for it too
     assert stale.term() is not None, "its own deadline has not passed by its clock"
-    await loop(stale, stale_clock).run_pass()
+    with capture_logs() as logs:
+        await loop(stale, stale_clock).run_pass()
     assert store.queue.get_run(run.id).status is RunStatus.CLAIMED, "the stale write was refused"
     assert not stale.held
-    assert "maintenance_pass_fenced" in capsys.readouterr().out
+    assert any(entry["event"] == "maintenance_pass_fenced" for entry in logs)
     await loop(fresh, office.clock).run_pass()
     assert store.queue.get_run(run.id).status is RunStatus.QUEUED

@@ -17,7 +17,7 @@ from office_scheduler.domain.models import Task
 from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunStatus
 from office_scheduler.metrics import Metrics
 
-PAST_ANY_BACKOFF = timedelta(hours=2)
+PAST_ANY_BACKOFF = timedelta(hours=3)  # the longest retry delay, 2 h, plus its 25 % jitter
 
 METRIC_NAMES = (
     "office_wakeups_total",
@@ -98,7 +98,7 @@ async def test_metrics_show_live_values_after_runs_succeed_fail_retry_and_escala
     await assigned(office, "Fails")
     office.clock.advance(timedelta(seconds=15))
     await office.service.run_until_idle()
-    for _ in range(3):
+    for _ in range(4):  # four retries; the fifth failure escalates
         office.clock.advance(PAST_ANY_BACKOFF)
         await office.service.run_until_idle()
 
@@ -115,10 +115,10 @@ async def test_metrics_show_live_values_after_runs_succeed_fail_retry_and_escala
     assert value(text, "office_wakeups_total", outcome="held") == 0  # exported at 0
     assert value(text, "office_runs_total", status="finished") >= 1
     assert value(text, "office_runs_total", status="failed", reason="retries_exhausted") == 1
-    assert value(text, "office_run_failures_total", family="auth") == 4
-    assert value(text, "office_retries_scheduled_total") == 3
+    assert value(text, "office_run_failures_total", family="auth") == 5
+    assert value(text, "office_retries_scheduled_total") == 4
     assert value(text, "office_escalations_total") == 1
-    assert value(text, "office_event_to_launch_seconds_count") >= 5
+    assert value(text, "office_event_to_launch_seconds_count") >= 6
     assert value(text, "office_run_duration_seconds_count", executor="fake") >= 2
     assert value(text, "office_runs_waiting", status="scheduled_retry") == 0
     assert value(text, "office_runs_waiting", status="parked") == 0

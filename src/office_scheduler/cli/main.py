@@ -100,7 +100,8 @@ SHORT_HELP = {
     "routine": "Create, fire and inspect routines (recurring or webhook-driven agent work).",
     "wake": "Wake AGENT: an id, a name in --workspace, or `self` (OFFICE_AGENT_ID).",
     "runs": "Inspect and queue runs.",
-    "wakeups": "Inspect wakeup requests.",
+    "wakeups": "Inspect wakeup requests and release held ones.",
+    "limits": "Show and set the runaway limits of a workspace or of one agent.",
     "agent": "Inspect and configure agents.",
     "inbox": "List, resolve and dismiss inbox items.",
     "notify": "Outbound notification channels (webhook, slack): list, set, remove, test.",
@@ -124,6 +125,7 @@ ALIASES = {
     "budgets": "budget",
     "tokens": "token",
     "workspaces": "workspace",
+    "limit": "limits",
 }
 
 

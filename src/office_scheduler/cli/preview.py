@@ -8,14 +8,17 @@ like ``office serve`` would, and launches nothing (see ``pipeline/preview.py``).
 from __future__ import annotations
 
 import shlex
+from typing import TYPE_CHECKING
 
 import click
 
 from office_scheduler.cli.admin import open_store
 from office_scheduler.cli.state import CliError, db_option, emit, json_option, state
-from office_scheduler.domain.models import Agent
-from office_scheduler.pipeline.preview import LaunchPreview, preview_launch
-from office_scheduler.store.facade import Store
+
+if TYPE_CHECKING:  # the server's modules load only when the command runs, not for --help
+    from office_scheduler.domain.models import Agent
+    from office_scheduler.pipeline.preview import LaunchPreview
+    from office_scheduler.store.facade import Store
 
 
 def _agent(store: Store, value: str, workspace: str | None) -> Agent:
@@ -75,5 +78,7 @@ def agent_preview(agent: str, task_id: str | None, workspace: str | None) -> Non
             task = store.office.find_task(task_id)
             if task is None:
                 raise CliError(f"no task {task_id!r}", 2)
+        from office_scheduler.pipeline.preview import preview_launch
+
         preview = preview_launch(store, current.settings(), found, task)
     emit(preview.to_json(), lambda: _render(preview))
