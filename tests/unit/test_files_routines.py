@@ -600,3 +600,12 @@ def test_a_nul_character_is_refused_before_anything_is_written(
         load_config(config_dir)
 
     assert str(caught.value) == f"{NIGHTLY}: {path}: NUL characters are not allowed"
+
+
+def test_the_import_plan_shows_triggers_as_fields_not_python_objects() -> None:
+    from office_scheduler.files.review import _shown
+
+    shown = _shown([TriggerSpec(kind=TriggerKind.SCHEDULE, cron="0 2 * * *", timezone="UTC")])
+    assert (
+        shown == '[{"kind": "schedule", "enabled": true, "cron": "0 2 * * *", "timezone": "UTC"}]'
+    )

@@ -83,7 +83,8 @@ def notify_set(
     fields = ["name", "kind", "host", "events", "enabled"]
     if channel.get("secret"):
         fields.append("secret")
-    emit(channel, lambda: click.echo(details(channel, fields)))
+    shown = {**channel, "events": ",".join(channel["events"]) or "(all)"}
+    emit(channel, lambda: click.echo(details(shown, fields)))
 
 
 @notify_group.command("remove")

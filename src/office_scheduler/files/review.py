@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, is_dataclass, replace
 from datetime import timedelta
 from enum import Enum
 from pathlib import Path
@@ -56,6 +56,15 @@ def review(plan: ImportPlan) -> ImportPlan:
     return replace(plan, changes=tuple(reviewed))
 
 
+def _plain(value: object) -> object:
+    """A JSON-able form of a plan value: a spec as its set fields, an enum as its value."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {k: v for k, v in asdict(value).items() if v not in (None, "", (), [], {})}
+    if isinstance(value, Enum):
+        return value.value
+    return str(value)
+
+
 def _shown(value: object) -> str:
     if isinstance(value, Enum):
         value = value.value
@@ -66,7 +75,7 @@ def _shown(value: object) -> str:
     if isinstance(value, str) and value.isprintable():
         text = value
     else:
-        text = json.dumps(value, default=str)
+        text = json.dumps(value, default=_plain)
     return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + f"…(+{len(text) - MAX_SHOWN})"
 
 
