@@ -199,6 +199,8 @@ class _Client:
         self.caused: Counter[str] = Counter()  # event wakes the "done" requests must cause
         self.failures = 0
         self._count = threading.Lock()
+        #: Requests under way per server URL (the kill waits for the victim's to end).
+        self.in_flight: Counter[str] = Counter()
         self.http = httpx.Client(timeout=30, limits=httpx.Limits(max_connections=32))
 
     def _post(self, n: int, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -206,14 +208,19 @@ class _Client:
 
     def _send(self, method: str, n: int, path: str, body: dict[str, Any]) -> dict[str, Any]:
         for attempt in range(20):
-            url = self.urls[(n + attempt) % len(self.urls)]
+            with self._count:
+                url = self.urls[(n + attempt) % len(self.urls)]
+                self.in_flight[url] += 1
             try:
                 response = self.http.request(method, url + path, headers=self.headers, json=body)
             except httpx.HTTPError:
                 with self._count:
                     self.failures += 1
+                    self.in_flight[url] -= 1
                 time.sleep(0.2)
                 continue
+            with self._count:
+                self.in_flight[url] -= 1
             if response.status_code in (200, 201, 202):
                 result: dict[str, Any] = response.json()
                 return result
@@ -390,7 +397,11 @@ def _kill_the_leader(client: _Client, nodes: list[_Node]) -> _Node:
     leaders = [n for n in nodes if client.healthz(n.url)["maintenance_leader"]]
     assert len(leaders) == 1, "exactly one maintenance leader"
     victim = leaders[0]
-    client.urls.remove(victim.url)  # nothing in flight to it when it dies
+    with client._count:
+        client.urls.remove(victim.url)  # no new request goes to it ...
+    deadline = time.monotonic() + 60
+    while client.in_flight[victim.url] > 0 and time.monotonic() < deadline:
+        time.sleep(0.05)  # ... and none is under way when it dies (its answer would be lost)
     victim.kill()
     return victim
 
