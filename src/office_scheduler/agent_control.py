@@ -1,6 +1,6 @@
 """Pause, resume and stop agents, with their activity entries and run ends.
 
-Semantics (issue 4, "Per-agent settings"; DESIGN §6 step 2):
+Semantics (per-agent settings, DESIGN §1; DESIGN §6 step 2):
 
 * **pause** — status ``paused``, ``paused_reason='manual'``. Queued runs stay queued (the
   claim skips paused agents) and a run already claimed finishes with reason

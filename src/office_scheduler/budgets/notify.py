@@ -3,7 +3,7 @@
 The coordinator's ``budget_alert`` wake, inbox items, activity entries, the budget pause of
 an agent, and the :class:`BudgetThresholdCrossed` event.
 
-Rules (issue 4, specification "Wakeup sources" and "Pre-execution budget check"): one warn
+Rules (specification "Wakeup sources" and "Pre-execution budget check"): one warn
 alert per policy and period, to the coordinator of the agent whose run crossed it (its
 ``reports_to``, else the workspace's ceo/coordinator), never to that agent itself; payload
 exactly ``{agent_instance_id, budget_pct}``.

@@ -1,6 +1,6 @@
 """The budget service: policies in cents, cost recording, threshold checks, spend reports.
 
-Rules (issue 4 "Budgets", specification "Pre-execution budget check"):
+Rules (specification "Pre-execution budget check"; docs/budgets.md):
 
 * Policies per workspace, project and agent; spend is summed per calendar month (UTC) or
   over all time; runs reporting tokens without a price are *unpriced* (not zero cost).

@@ -3,7 +3,7 @@
 Money is counted in *subcents* (1/100 of a US cent) everywhere below the API, so the small
 cost of one run adds up exactly; the API speaks whole cents (``limit_cents``). Periods are
 calendar months in UTC (``monthly``, keyed ``YYYY-MM``) or the whole history (``lifetime``).
-Rules come from the specification ("Pre-execution budget check") and issue 4 (budgets).
+Rules come from the specification ("Pre-execution budget check") and docs/budgets.md.
 """
 
 from __future__ import annotations

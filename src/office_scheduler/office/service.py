@@ -122,7 +122,7 @@ class OfficeService:
         assignee's scheduled retries of the task at once (reason ``retry_stale_assignee``)
         and clears its leftover checkout of the task.
 
-        The approval gate (specification "Subtask sequencing via blockers"; issue 4): agents
+        The approval gate (specification "Subtask sequencing via blockers"): agents
         never settle a review, only people do. When any agent (``actor_agent_id``, its
         assignee or not) marks a ``requires_approval`` task ``DONE``, the task goes to
         ``IN_REVIEW`` instead, with a pending ``task_review`` approval and a ``task.review``

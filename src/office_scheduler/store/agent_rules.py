@@ -1,6 +1,6 @@
 """Validation and side effects of per-agent settings (used by the agent store methods).
 
-Rules (issue 4, "Per-agent settings"): ``reports_to`` names another agent of the same
+Rules (per-agent settings, DESIGN §1): ``reports_to`` names another agent of the same
 workspace and never closes a cycle; ``permission_policy`` is
 ``{"mode": "allow_all"|"deny"|"allow_listed", "tools": [...]}``; stopping an agent ends
 its queued runs and scheduled retries.
