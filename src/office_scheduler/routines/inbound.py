@@ -27,7 +27,6 @@ from office_scheduler.domain.routines import (
     RoutineRun,
     RoutineRunSource,
     RoutineRunStatus,
-    RoutineStatus,
     RoutineTrigger,
     SigningMode,
 )
@@ -138,17 +137,6 @@ class InboundWebhooks:
         run, created = await self._routines.fire_webhook(public_id, headers, body)
         return WebhookOutcome(run=run, created=created)
 
-    async def _active_routine(self, trigger: RoutineTrigger) -> Any:
-        routine = await self._routines.get_routine(trigger.routine_id)
-        if not trigger.enabled:
-            raise ConflictError("this webhook trigger is disabled", field="enabled")
-        if routine.status is not RoutineStatus.ACTIVE:
-            raise ConflictError(
-                f"routine {routine.name!r} is {routine.status.value}; only active routines fire",
-                field="status",
-            )
-        return routine
-
     async def _github(
         self,
         trigger: RoutineTrigger,
@@ -176,7 +164,7 @@ class InboundWebhooks:
             earlier = await asyncio.to_thread(self._store.routines.find_run_by_key, scoped_key)
             if earlier is not None:
                 return WebhookOutcome(run=earlier, created=False)
-        routine = await self._active_routine(trigger)
+        routine = await self._routines.firing_routine(trigger)
         warnings: list[str] = []
         provided = {
             "github_event": event,
@@ -273,7 +261,7 @@ class InboundWebhooks:
         earlier = await asyncio.to_thread(self._store.routines.find_run_by_key, scoped_key)
         if earlier is not None:
             return WebhookOutcome(run=earlier, created=False)
-        routine = await self._active_routine(trigger)
+        routine = await self._routines.firing_routine(trigger)
         channel = event.get("channel")
         comment = await self._post_comment(
             task_id,

@@ -255,10 +255,7 @@ class RoutineService(TriggerOps):
             )
             if earlier is not None:
                 return earlier, False  # a redelivery: answered even if paused since
-        routine = await self.get_routine(trigger.routine_id)
-        if not trigger.enabled:
-            raise ConflictError("this webhook trigger is disabled", field="enabled")
-        self._require_active(routine)
+        routine = await self.firing_routine(trigger)
         values = resolve_variables(
             routine.variables, provided, builtin_values(now, trigger.timezone)
         )
@@ -280,6 +277,19 @@ class RoutineService(TriggerOps):
         if not created:
             return run, False
         return await self.dispatch(run, routine), True
+
+    async def firing_routine(self, trigger: RoutineTrigger) -> Routine:
+        """The routine a webhook delivery of ``trigger`` fires.
+
+        Raises:
+            NotFoundError: the routine is gone.
+            ConflictError: the trigger is disabled, or the routine is not active.
+        """
+        routine = await self.get_routine(trigger.routine_id)
+        if not trigger.enabled:
+            raise ConflictError("this webhook trigger is disabled", field="enabled")
+        self._require_active(routine)
+        return routine
 
     @staticmethod
     def _require_active(routine: Routine) -> None:
