@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import uvicorn
+from click.testing import CliRunner, Result
 from starlette.types import ASGIApp
 
+from api_harness import Api
+from office_scheduler.cli import office
 from office_scheduler.cli.runtime import bind
 
 #: Environment overrides that unset every variable the ``office`` command reads.
@@ -46,3 +52,22 @@ def serving_in_thread(app: ASGIApp) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+class ServedCli:
+    """The ``office`` command against a served API, as its admin; subclasses add records."""
+
+    def __init__(self, api: Api, url: str, home: Path) -> None:
+        self.api, self.url, self.home = api, url, home
+
+    def run(self, *args: str) -> Result:
+        """Invoke ``office --api-url URL ARGS…`` in-process with the admin token."""
+        env: dict[str, str | None] = dict(CLEAN_ENV)
+        env |= {"OFFICE_HOME": str(self.home), "OFFICE_TOKEN": self.api.admin_token}
+        return CliRunner().invoke(office, ["--api-url", self.url, *args], env=env)
+
+    def json(self, *args: str) -> Any:
+        """``run`` with ``--json``, which must succeed; its parsed output."""
+        result = self.run("--json", *args)
+        assert result.exit_code == 0, (result.stdout, result.stderr)
+        return json.loads(result.stdout)

@@ -3,13 +3,11 @@ import errors, and help that imports no server code."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import click
 import pytest
@@ -17,7 +15,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner, Result
 
 from api_harness import Api, open_api
-from cli_harness import CLEAN_ENV, serving_in_thread
+from cli_harness import CLEAN_ENV, ServedCli, serving_in_thread
 from office_scheduler.cli import office
 from office_scheduler.cli.id_prefix import expand, expand_fields, expand_path
 from office_scheduler.cli.init import scaffold
@@ -29,21 +27,11 @@ from office_scheduler.store.engine import Database
 from office_scheduler.store.schema import workspaces
 
 
-class Served:
+class Served(ServedCli):
     def __init__(self, api: Api, url: str, home: Path) -> None:
-        self.api, self.url, self.home = api, url, home
+        super().__init__(api, url, home)
         self.ws = api.workspace("acme")["id"]
         self.worker = api.agent(self.ws, "worker-1")["id"]
-
-    def run(self, *args: str) -> Result:
-        env: dict[str, str | None] = dict(CLEAN_ENV)
-        env |= {"OFFICE_HOME": str(self.home), "OFFICE_TOKEN": self.api.admin_token}
-        return CliRunner().invoke(office, ["--api-url", self.url, *args], env=env)
-
-    def json(self, *args: str) -> Any:
-        result = self.run("--json", *args)
-        assert result.exit_code == 0, (result.stdout, result.stderr)
-        return json.loads(result.stdout)
 
 
 @pytest.fixture

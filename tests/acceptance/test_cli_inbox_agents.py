@@ -5,36 +5,25 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 
 from api_harness import Api, open_api
-from cli_harness import CLEAN_ENV, serving_in_thread
+from cli_harness import CLEAN_ENV, ServedCli, serving_in_thread
 from office_scheduler.cli import office
 from office_scheduler.domain.status import InboxKind
 from office_scheduler.store.engine import Database
 
 
-class Served:
+class Served(ServedCli):
     """A served API with a workspace, a coordinator and a worker; ``run`` invokes the CLI."""
 
     def __init__(self, api: Api, url: str, home: Path) -> None:
-        self.api, self.url, self.home = api, url, home
+        super().__init__(api, url, home)
         self.ws = api.workspace("acme")["id"]
         self.lead = api.agent(self.ws, "lead", role="coordinator")["id"]
         self.worker = api.agent(self.ws, "worker-1")["id"]
-
-    def run(self, *args: str) -> Result:
-        env: dict[str, str | None] = dict(CLEAN_ENV)
-        env |= {"OFFICE_HOME": str(self.home), "OFFICE_TOKEN": self.api.admin_token}
-        return CliRunner().invoke(office, ["--api-url", self.url, *args], env=env)
-
-    def json(self, *args: str) -> Any:
-        result = self.run("--json", *args)
-        assert result.exit_code == 0, (result.stdout, result.stderr)
-        return json.loads(result.stdout)
 
 
 @pytest.fixture

@@ -2,38 +2,24 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from click.testing import CliRunner, Result
 
 from api_harness import Api, open_api
-from cli_harness import CLEAN_ENV, serving_in_thread
-from office_scheduler.cli import office
+from cli_harness import ServedCli, serving_in_thread
 from office_scheduler.store.engine import Database
 
 
-class Served:
+class Served(ServedCli):
     """A served API with one workspace; ``run`` invokes the CLI."""
 
     def __init__(self, api: Api, url: str, home: Path) -> None:
-        self.api, self.url, self.home = api, url, home
+        super().__init__(api, url, home)
         self.ws = api.workspace("acme")["id"]
         self.agent = api.agent(self.ws, "triager")["id"]
-
-    def run(self, *args: str) -> Result:
-        env: dict[str, str | None] = dict(CLEAN_ENV)
-        env |= {"OFFICE_HOME": str(self.home), "OFFICE_TOKEN": self.api.admin_token}
-        return CliRunner().invoke(office, ["--api-url", self.url, *args], env=env)
-
-    def json(self, *args: str) -> Any:
-        result = self.run("--json", *args)
-        assert result.exit_code == 0, (result.stdout, result.stderr)
-        return json.loads(result.stdout)
 
 
 @pytest.fixture
