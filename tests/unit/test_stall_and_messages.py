@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from office_scheduler.executors.messages import clean_message, strip_ansi
+from office_scheduler.error_text import strip_ansi
+from office_scheduler.executors.messages import clean_message
 from office_scheduler.executors.parsers import ResultAccumulator, parse_result_line
 from office_scheduler.executors.stall import (
     StallWatch,

@@ -22,8 +22,9 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
+from office_scheduler.error_text import strip_ansi
+
 #: CSI and OSC escape sequences and lone ESC-prefixed controls.
-_ANSI: Final = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 #: Advice about temporary folders (ownership, permissions, helper binaries).
 _TEMP_ADVICE: Final = re.compile(
     r"Security Warning: Skipping (?:system|system defaults) (?:settings )?file"
@@ -45,11 +46,6 @@ _ERROR_LINE: Final = re.compile(
     r"|unauthori[sz]ed|limit|quota|exhausted|unexpected argument|unknown option",
     re.IGNORECASE,
 )
-
-
-def strip_ansi(text: str) -> str:
-    """``text`` without ANSI escape sequences."""
-    return _ANSI.sub("", text)
 
 
 def _kept(lines: Iterable[str], temp_dirs: tuple[str, ...]) -> list[str]:

@@ -15,13 +15,14 @@ from office_scheduler import __version__
 from office_scheduler.domain.errors import InvalidInputError
 from office_scheduler.domain.execution import Launch, Outcome, Usage
 from office_scheduler.domain.status import ErrorFamily, OutcomeStatus, RunReason
+from office_scheduler.error_text import strip_ansi
 from office_scheduler.executors.acp.client import OfficeClient, Outbox, merge_meta, parse_result
 from office_scheduler.executors.acp.policy import PermissionPolicy
 from office_scheduler.executors.acp.tools import office_mcp
 from office_scheduler.executors.acp.transport import LINE_LIMIT as STDOUT_LIMIT
 from office_scheduler.executors.acp.transport import BoundedTransport
 from office_scheduler.executors.base import ExecutionSink, config_failure
-from office_scheduler.executors.messages import clean_message, strip_ansi
+from office_scheduler.executors.messages import clean_message
 from office_scheduler.executors.parsers import clamp_tokens
 from office_scheduler.executors.process import LineSplitter, describe_exit, signal_group
 from office_scheduler.retry import classify_error, is_rate_limited
