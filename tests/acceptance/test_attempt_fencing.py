@@ -16,14 +16,12 @@ import os
 import signal
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
 from acceptance.test_scale_out import _Node
 
@@ -39,20 +37,6 @@ TUNING = {
 DEADLINE_S = 180.0
 
 T = TypeVar("T")
-
-
-@pytest.fixture
-def pg_url(pg_admin_engine: sa.Engine) -> Iterator[str]:
-    """A database URL whose ``search_path`` is a fresh schema."""
-    schema = f"t_{uuid.uuid4().hex}"
-    with pg_admin_engine.connect() as conn:
-        conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
-    base = pg_admin_engine.url.render_as_string(hide_password=False)
-    try:
-        yield f"{base}?options=-csearch_path%3D{schema}"
-    finally:
-        with pg_admin_engine.connect() as conn:
-            conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def _poll(what: str, probe: Callable[[], T | None]) -> T:

@@ -21,14 +21,12 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
 from office_scheduler.domain.status import RunStatus
 from office_scheduler.store.facade import Store
@@ -105,20 +103,6 @@ class _Node:
                 self.proc.kill()
                 self.proc.communicate(timeout=30)
         self.log.close()
-
-
-@pytest.fixture
-def pg_url(pg_admin_engine: sa.Engine) -> Iterator[str]:
-    """A database URL whose ``search_path`` is a fresh schema."""
-    schema = f"t_{uuid.uuid4().hex}"
-    with pg_admin_engine.connect() as conn:
-        conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
-    base = pg_admin_engine.url.render_as_string(hide_password=False)
-    try:
-        yield f"{base}?options=-csearch_path%3D{schema}"
-    finally:
-        with pg_admin_engine.connect() as conn:
-            conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def _office_dir(root: Path, freeze_dir: Path) -> Path:

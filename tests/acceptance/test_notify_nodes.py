@@ -7,7 +7,6 @@ import hashlib
 import hmac
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,7 +14,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
 from server_harness import Server
 
@@ -61,24 +59,8 @@ def receiver() -> Iterator[str]:
         server.server_close()
 
 
-@pytest.fixture
-def pg_database_url(pg_admin_engine: sa.Engine) -> Iterator[str]:
-    """A database URL whose ``search_path`` is a fresh schema."""
-    schema = f"t_{uuid.uuid4().hex}"
-    with pg_admin_engine.connect() as conn:
-        conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
-    base = pg_admin_engine.url.render_as_string(hide_password=False)
-    try:
-        yield f"{base}?options=-csearch_path%3D{schema}"
-    finally:
-        with pg_admin_engine.connect() as conn:
-            conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
-
-
-def test_two_nodes_send_each_delivery_once(
-    tmp_path: Path, pg_database_url: str, receiver: str
-) -> None:
-    env = {"OFFICE_DATABASE_URL": pg_database_url}
+def test_two_nodes_send_each_delivery_once(tmp_path: Path, pg_url: str, receiver: str) -> None:
+    env = {"OFFICE_DATABASE_URL": pg_url}
     first = Server(tmp_path / "a", env=env)
     second = Server(tmp_path / "b", env=env)
     try:

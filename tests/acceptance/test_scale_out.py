@@ -48,9 +48,7 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter, defaultdict, deque
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -164,20 +162,6 @@ class _Node:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.communicate(timeout=30)
         self.log.close()
-
-
-@pytest.fixture
-def pg_url(pg_admin_engine: sa.Engine) -> Iterator[tuple[str, str]]:
-    """``(url, schema)``: a database URL whose ``search_path`` is a fresh schema."""
-    schema = f"t_{uuid.uuid4().hex}"
-    with pg_admin_engine.connect() as conn:
-        conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
-    base = pg_admin_engine.url.render_as_string(hide_password=False)
-    try:
-        yield f"{base}?options=-csearch_path%3D{schema}", schema
-    finally:
-        with pg_admin_engine.connect() as conn:
-            conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 class _Client:
@@ -409,10 +393,8 @@ def _kill_the_leader(client: _Client, nodes: list[_Node]) -> _Node:
 @pytest.mark.postgres
 @pytest.mark.serial
 @pytest.mark.timeout(1200)
-def test_four_processes_share_one_queue_and_survive_a_sigkill(
-    tmp_path: Path, pg_url: tuple[str, str]
-) -> None:
-    url, _schema = pg_url
+def test_four_processes_share_one_queue_and_survive_a_sigkill(tmp_path: Path, pg_url: str) -> None:
+    url = pg_url
     chaos = tmp_path / "chaos"
     (chaos / "locks").mkdir(parents=True)
     base = {k: v for k, v in os.environ.items() if not k.startswith("OFFICE_")}
